@@ -1,0 +1,130 @@
+//! Bounded concurrency over someone else's threads.
+//!
+//! The Node binding runs batches on tokio's blocking pool, but on a 2-core machine the JS
+//! thread must keep a core: at most `workers` batches run at once, the rest wait in a queue
+//! (not in blocked threads). A finishing job picks up the next queued one on the same thread.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+
+/// A unit of work.
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
+/// Runs a job on some thread (tokio `spawn_blocking`, a thread pool, `std::thread::spawn`).
+pub type Spawn = Arc<dyn Fn(Job) + Send + Sync>;
+
+/// Workers to use by default: all cores but one (at least one), leaving the JS thread a core.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .saturating_sub(1)
+        .max(1)
+}
+
+/// A spawner that starts a thread per job run (jobs chain on it while work is queued).
+pub fn std_threads() -> Spawn {
+    Arc::new(|job| {
+        std::thread::Builder::new()
+            .name("offloop-worker".into())
+            .spawn(job)
+            .expect("spawn offloop worker thread");
+    })
+}
+
+/// Runs at most `workers` jobs at a time.
+pub struct Dispatcher {
+    workers: usize,
+    spawn: Spawn,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("workers", &self.workers)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    running: usize,
+    queue: VecDeque<Job>,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `spawn` with `workers` (≥ 1) concurrent jobs.
+    pub fn new(workers: usize, spawn: Spawn) -> Arc<Dispatcher> {
+        Arc::new(Dispatcher {
+            workers: workers.max(1),
+            spawn,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// The concurrency limit.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Runs `job` now if a worker is free, else queues it.
+    pub fn submit(self: &Arc<Self>, job: Job) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.running < self.workers {
+            s.running += 1;
+            drop(s);
+            let me = Arc::clone(self);
+            (self.spawn)(Box::new(move || me.run(job)));
+        } else {
+            s.queue.push_back(job);
+        }
+    }
+
+    fn run(&self, mut job: Job) {
+        loop {
+            // A panicking job must not leak its worker slot.
+            let _ = catch_unwind(AssertUnwindSafe(job));
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            match s.queue.pop_front() {
+                Some(next) => job = next,
+                None => {
+                    s.running -= 1;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+
+    #[test]
+    fn never_exceeds_workers() {
+        let d = Dispatcher::new(2, std_threads());
+        let live = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        for i in 0..20 {
+            let (live, peak, tx) = (live.clone(), peak.clone(), tx.clone());
+            d.submit(Box::new(move || {
+                let n = live.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(n, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                live.fetch_sub(1, Ordering::SeqCst);
+                if i == 3 {
+                    panic!("job panics; slot must be released");
+                }
+                tx.send(()).unwrap();
+            }));
+        }
+        for _ in 0..19 {
+            rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        }
+        assert_eq!(peak.load(Ordering::SeqCst), 2);
+    }
+}

@@ -1,0 +1,226 @@
+//! One payload (an input or output value): parse, normalize, decode merges, infer the
+//! schema and hash value and schema, in one pass ([`crate::json`]).
+//!
+//! This is the single code path behind the exporter, [`hash_payload`] (JS `hashPayload`) and
+//! the replay matcher, so record-time and replay-time hashes cannot disagree.
+
+use crate::hash::HashAlgorithm;
+use crate::json::walk::{walk, Emit, Sinks};
+use crate::merges::Merges;
+use crate::schema::Schema;
+
+/// Everything the pipeline derives from one payload.
+#[derive(Clone, Debug)]
+pub struct Payload {
+    /// The stored value: compact JSON in document order, numbers in JS form. Not decoded
+    /// (base64 bodies stay base64), as in Tusk's `CleanSpanData`.
+    pub value_json: Vec<u8>,
+    /// `google.protobuf.Struct` encoding of the stored value (empty unless it is an object).
+    pub struct_bytes: Vec<u8>,
+    /// Canonical JSON of the *decoded* value: the bytes behind `value_hash`.
+    pub canonical: Vec<u8>,
+    /// Hash of `canonical`.
+    pub value_hash: String,
+    /// The inferred schema (with merges applied at the top level).
+    pub schema: Schema,
+    /// Hash of the schema's canonical JSON.
+    pub schema_hash: String,
+}
+
+impl Payload {
+    /// The `{}` payload used for spans without an output value.
+    pub fn empty_object(algo: HashAlgorithm) -> Payload {
+        process(b"{}", None, algo).expect("{} is valid JSON")
+    }
+}
+
+/// Processes one payload given as JSON text.
+///
+/// `merges` is `Some` when the span carried a merge map (even an empty one: the reference then
+/// spreads a non-object root into an object before hashing). Errors describe the problem
+/// without naming the field; callers prefix the attribute name.
+pub fn process(
+    json: &[u8],
+    merges: Option<&Merges>,
+    algo: HashAlgorithm,
+) -> Result<Payload, String> {
+    let mut sinks = Sinks {
+        compact: Vec::with_capacity(json.len()),
+        canon: Vec::with_capacity(json.len()),
+        pb: Vec::with_capacity(json.len() + json.len() / 4),
+    };
+    let schema = walk(json, &mut sinks, Emit::ALL, merges)
+        .map_err(describe_json_error)?
+        .expect("schema requested");
+    let mut schema_json = Vec::with_capacity(128);
+    schema.write_canonical(&mut schema_json);
+    Ok(Payload {
+        value_hash: algo.hex(&sinks.canon),
+        schema_hash: algo.hex(&schema_json),
+        value_json: sinks.compact,
+        struct_bytes: sinks.pb,
+        canonical: sinks.canon,
+        schema,
+    })
+}
+
+/// Hashes a payload exactly as the exporter does. `merges_json` is the merge map as JSON
+/// text (the `td.*SchemaMerges` attribute).
+///
+/// ```
+/// use offloop::{hash_payload, HashAlgorithm};
+/// let p = hash_payload(br#"{"text":"SELECT 1","values":[1,"a"]}"#, None, HashAlgorithm::Sha256).unwrap();
+/// assert_eq!(p.value_hash, "6e980c78ddf677ddfa725dcefde674e997182def57ede6d04f8d79136eb4b4a8");
+/// ```
+pub fn hash_payload(
+    json: &[u8],
+    merges_json: Option<&[u8]>,
+    algo: HashAlgorithm,
+) -> Result<Payload, String> {
+    let merges = match merges_json {
+        Some(m) => Some(Merges::parse(m).map_err(|e| format!("schema merges: {e}"))?),
+        None => None,
+    };
+    process(json, merges.as_ref(), algo)
+}
+
+/// Turns serde_json's message into one that says what was wrong, for humans.
+pub(crate) fn describe_json_error(e: serde_json::Error) -> String {
+    let msg = e.to_string();
+    if msg.contains("recursion limit") {
+        format!("nested deeper than 128 levels ({msg})")
+    } else if msg.contains("surrogate") {
+        format!("invalid JSON: lone UTF-16 surrogate escape ({msg})")
+    } else if msg.contains("invalid unicode") || msg.contains("UTF-8") {
+        format!("invalid UTF-8 ({msg})")
+    } else {
+        format!("invalid JSON: {msg}")
+    }
+}
+
+/// Compact JSON and `google.protobuf.Struct` bytes of a value that is stored but not hashed
+/// (`td.metadata`).
+pub fn encode_value(json: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut sinks = Sinks::default();
+    walk(
+        json,
+        &mut sinks,
+        Emit {
+            compact: true,
+            pb: true,
+            schema: false,
+        },
+        None,
+    )
+    .map_err(describe_json_error)?;
+    Ok((sinks.compact, sinks.pb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::types;
+
+    fn sha(json: &str, merges: Option<&str>) -> Payload {
+        hash_payload(
+            json.as_bytes(),
+            merges.map(str::as_bytes),
+            HashAlgorithm::Sha256,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn reference_vectors() {
+        // tusk-drift-spec §7.
+        let p = sha("{}", None);
+        assert_eq!(
+            p.value_hash,
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        assert_eq!(
+            p.schema_hash,
+            "ab249fbec6dbf0d17e3d2eae4ede338e9d8b20f6f442559935a494a5ad09f9a5"
+        );
+
+        let p = sha(r#"{"text":"SELECT 1","values":[1,"a"]}"#, None);
+        assert_eq!(
+            p.schema_hash,
+            "d556154172a9ec3523dc5aef54575a356c2e4c15a8649afb12f42122e87dd968"
+        );
+
+        let p = sha(
+            r#"{"text":"SELECT $1","values":[42]}"#,
+            Some(r#"{"values":{"matchImportance":0}}"#),
+        );
+        assert_eq!(
+            p.value_hash,
+            "2c3e9a035824dff185a0ffad5b044307bf2d123f487c8afb4bdbd7ac57d87c20"
+        );
+        assert_eq!(
+            p.schema_hash,
+            "bd8d7c8de7c78412b3c53258af006fa1cf43b101ef549899a8e388950a5a190f"
+        );
+
+        let p = sha(
+            r#"{"method":"POST","headers":{"content-type":"application/json"},"body":"eyJrIjoidiJ9"}"#,
+            Some(r#"{"body":{"encoding":1,"decodedType":1},"headers":{"matchImportance":0}}"#),
+        );
+        assert_eq!(
+            p.value_hash,
+            "d5b30f5201ae23f8736fd9c2da2750ad946fa3716ae873e74f597c943dffff9a"
+        );
+        assert_eq!(
+            p.schema_hash,
+            "e3afd1fcd38fc046cf9c62c6d2a4cb194bac52b0993c0a5510b279df9cd8d1da"
+        );
+        // The stored value keeps the base64 body.
+        assert!(String::from_utf8(p.value_json)
+            .unwrap()
+            .contains("eyJrIjoidiJ9"));
+        let body = &p
+            .schema
+            .properties
+            .iter()
+            .find(|(k, _)| k == "body")
+            .unwrap()
+            .1;
+        assert_eq!(body.ty, types::OBJECT);
+
+        let p = sha(r#"{"10":"a","9":"b"}"#, None);
+        assert_eq!(
+            p.value_hash,
+            "32c76047634ee8d61aeb727dee6fcb2507b60cc4fe6ecce96d04274d6a9c8c03"
+        );
+    }
+
+    #[test]
+    fn invalid_json_in_merged_body_restores_original_for_explicit_json() {
+        // base64 of `{bad`
+        let p = sha(
+            r#"{"body":"e2JhZA=="}"#,
+            Some(r#"{"body":{"encoding":1,"decodedType":1}}"#),
+        );
+        assert_eq!(p.canonical, br#"{"body":"e2JhZA=="}"#);
+        let p = sha(r#"{"body":"e2JhZA=="}"#, Some(r#"{"body":{"encoding":1}}"#));
+        assert_eq!(p.canonical, br#"{"body":"{bad"}"#);
+    }
+
+    #[test]
+    fn array_root_with_merges_is_spread() {
+        let p = sha(r#"["x",1]"#, Some("{}"));
+        assert_eq!(p.canonical, br#"{"0":"x","1":1}"#);
+        assert!(p.struct_bytes.is_empty());
+        assert_eq!(p.value_json, br#"["x",1]"#);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = hash_payload(b"{\"a\":1", None, HashAlgorithm::Blake3).unwrap_err();
+        assert!(e.starts_with("invalid JSON"), "{e}");
+        let e = hash_payload(&[b'"', 0xff, b'"'], None, HashAlgorithm::Blake3).unwrap_err();
+        assert!(e.contains("UTF-8"), "{e}");
+        let e = hash_payload(b"{}", Some(b"[]"), HashAlgorithm::Blake3).unwrap_err();
+        assert!(e.starts_with("schema merges"), "{e}");
+    }
+}

@@ -1,0 +1,12 @@
+'use strict'
+// offloop: span export off the Node.js event loop. See README.md.
+
+const { OffloopExporter } = require('./lib/exporter.js')
+const { OffloopSpanProcessor } = require('./lib/processor.js')
+const { hashPayload } = require('./lib/hash.js')
+
+module.exports = {
+  OffloopExporter,
+  OffloopSpanProcessor,
+  hashPayload,
+}

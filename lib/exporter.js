@@ -1,0 +1,87 @@
+'use strict'
+// OffloopExporter: an OpenTelemetry SpanExporter whose pipeline runs natively.
+
+const { BatchWriter } = require('./frame.js')
+const { createNative } = require('./native.js')
+const { reportError, warnSpanErrors, SUCCESS, FAILED } = require('./result.js')
+
+// Longest stretch of JS-thread work while framing a batch before yielding to the event loop.
+const SLICE_BUDGET_MS = 1
+
+const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve))
+
+class OffloopExporter {
+  constructor(options = {}) {
+    this._native = createNative(options)
+    this._onReport = typeof options.onReport === 'function' ? options.onReport : undefined
+    this._framing = new Set()
+    this._isShutdown = false
+    this._shutdownPromise = undefined
+  }
+
+  // SpanExporter.export: frames the spans in ~1 ms slices, then one native call.
+  export(spans, resultCallback) {
+    if (this._isShutdown) {
+      resultCallback({ code: FAILED, error: new Error('offloop: export() after shutdown(); the spans were not recorded') })
+      return
+    }
+    const framing = frameBatch(spans)
+    this._framing.add(framing)
+    framing
+      .finally(() => this._framing.delete(framing))
+      .then((batch) => this._native.export(batch))
+      .then(
+        (report) => {
+          if (this._onReport) safeCall(this._onReport, report)
+          else warnSpanErrors(report)
+          const error = reportError(report)
+          resultCallback(error ? { code: FAILED, error } : { code: SUCCESS })
+        },
+        (error) => resultCallback({ code: FAILED, error }),
+      )
+  }
+
+  // Waits for every batch handed to export() before this call.
+  async forceFlush() {
+    await Promise.allSettled([...this._framing])
+    await this._native.flush()
+  }
+
+  shutdown() {
+    if (!this._shutdownPromise) {
+      this._isShutdown = true
+      this._shutdownPromise = (async () => {
+        await Promise.allSettled([...this._framing])
+        await this._native.shutdown()
+      })()
+    }
+    return this._shutdownPromise
+  }
+
+  stats() {
+    return this._native.stats()
+  }
+}
+
+async function frameBatch(spans) {
+  const writer = new BatchWriter(64 * 1024)
+  let sliceStart = performance.now()
+  for (let i = 0; i < spans.length; i++) {
+    writer.add(spans[i])
+    if (performance.now() - sliceStart >= SLICE_BUDGET_MS && i + 1 < spans.length) {
+      await yieldToLoop()
+      sliceStart = performance.now()
+    }
+  }
+  return writer.finish()
+}
+
+function safeCall(fn, arg) {
+  try {
+    fn(arg)
+  } catch (err) {
+    process.emitWarning(`offloop: onReport threw: ${err && err.message}`)
+  }
+}
+
+module.exports = { OffloopExporter, frameBatch }

@@ -1,0 +1,214 @@
+'use strict'
+// Span frames: the byte layout of crates/offloop/src/frame.rs (see its module docs).
+// Strings are written as UTF-8 straight into a growing buffer; JSON attribute strings are
+// copied as they are, never parsed or re-stringified on the JS thread.
+
+const MAGIC = Buffer.from('OFL1', 'latin1')
+
+const T_STRING = 1
+const T_NUMBER = 2
+const T_BOOL = 3
+const T_STRING_ARRAY = 4
+const T_NUMBER_ARRAY = 5
+const T_BOOL_ARRAY = 6
+const T_JSON = 7
+const T_ILL_FORMED = 8
+
+// Attributes whose value is JSON text: a lone surrogate there cannot become valid UTF-8, so the
+// span is flagged and the native side reports it instead of silently hashing U+FFFD.
+const JSON_ATTRIBUTES = new Set([
+  'td.inputValue',
+  'td.outputValue',
+  'td.inputSchemaMerges',
+  'td.outputSchemaMerges',
+  'td.metadata',
+  'td.transformMetadata',
+])
+
+const hasIsWellFormed = typeof String.prototype.isWellFormed === 'function'
+
+class FrameWriter {
+  constructor(capacity = 64 * 1024) {
+    this.buf = Buffer.allocUnsafe(capacity)
+    this.pos = 0
+  }
+
+  ensure(extra) {
+    const need = this.pos + extra
+    if (need <= this.buf.length) return
+    let size = this.buf.length * 2
+    while (size < need) size *= 2
+    const next = Buffer.allocUnsafe(size)
+    this.buf.copy(next, 0, 0, this.pos)
+    this.buf = next
+  }
+
+  u8(v) {
+    this.ensure(1)
+    this.buf[this.pos++] = v
+  }
+
+  u32(v) {
+    this.ensure(4)
+    this.buf.writeUInt32LE(v >>> 0, this.pos)
+    this.pos += 4
+  }
+
+  f64(v) {
+    this.ensure(8)
+    this.buf.writeDoubleLE(v, this.pos)
+    this.pos += 8
+  }
+
+  str(s) {
+    // At most 3 UTF-8 bytes per UTF-16 code unit: reserve, write once, then patch the length.
+    this.ensure(4 + s.length * 3)
+    const n = s.length === 0 ? 0 : this.buf.write(s, this.pos + 4, 'utf8')
+    this.buf.writeUInt32LE(n, this.pos)
+    this.pos += 4 + n
+  }
+
+  // One span body (without its length prefix).
+  span(span) {
+    const ctx = span.spanContext()
+    this.str(ctx.traceId || '')
+    this.str(ctx.spanId || '')
+    this.str(parentSpanId(span))
+    this.u8(uint8(span.kind))
+    this.u8(uint8(span.status && span.status.code))
+    const start = span.startTime || [0, 0]
+    const duration = span.duration || [0, 0]
+    this.f64(start[0])
+    this.u32(start[1])
+    this.f64(duration[0])
+    this.u32(duration[1])
+    this.str(String(span.name ?? ''))
+    this.str(String((span.status && span.status.message) || ''))
+    this.str(scopeName(span))
+    const attributes = span.attributes || {}
+    const keys = Object.keys(attributes)
+    let count = 0
+    const countAt = this.pos
+    this.u32(0)
+    for (const key of keys) {
+      const value = attributes[key]
+      if (value === undefined) continue
+      this.str(key)
+      this.value(key, value)
+      count++
+    }
+    this.buf.writeUInt32LE(count, countAt)
+  }
+
+  value(key, v) {
+    switch (typeof v) {
+      case 'string':
+        if (hasIsWellFormed && JSON_ATTRIBUTES.has(key) && !v.isWellFormed()) {
+          this.u8(T_ILL_FORMED)
+          this.str(v.toWellFormed())
+        } else {
+          this.u8(T_STRING)
+          this.str(v)
+        }
+        return
+      case 'number':
+        this.u8(T_NUMBER)
+        this.f64(v)
+        return
+      case 'boolean':
+        this.u8(T_BOOL)
+        this.u8(v ? 1 : 0)
+        return
+      default:
+        break
+    }
+    if (Array.isArray(v)) {
+      const kind = arrayKind(v)
+      if (kind === 'string') {
+        this.u8(T_STRING_ARRAY)
+        this.u32(v.length)
+        for (const s of v) this.str(s)
+        return
+      }
+      if (kind === 'number') {
+        this.u8(T_NUMBER_ARRAY)
+        this.u32(v.length)
+        for (const n of v) this.f64(n)
+        return
+      }
+      if (kind === 'boolean') {
+        this.u8(T_BOOL_ARRAY)
+        this.u32(v.length)
+        for (const b of v) this.u8(b ? 1 : 0)
+        return
+      }
+    }
+    // Anything else (arrays with nulls, mixed arrays, values OTel would not accept).
+    let json
+    try {
+      json = JSON.stringify(v)
+    } catch {
+      json = undefined
+    }
+    this.u8(T_JSON)
+    this.str(json === undefined ? 'null' : json)
+  }
+}
+
+function arrayKind(arr) {
+  if (arr.length === 0) return 'string'
+  const t = typeof arr[0]
+  if (t !== 'string' && t !== 'number' && t !== 'boolean') return null
+  for (let i = 1; i < arr.length; i++) if (typeof arr[i] !== t) return null
+  return t
+}
+
+function uint8(v) {
+  return Number.isInteger(v) && v >= 0 && v <= 255 ? v : 255
+}
+
+// sdk-trace-base 2.x: parentSpanContext; 1.x: parentSpanId.
+function parentSpanId(span) {
+  if (span.parentSpanContext) return span.parentSpanContext.spanId || ''
+  return span.parentSpanId || ''
+}
+
+// sdk-trace-base 2.x: instrumentationScope; 1.x: instrumentationLibrary.
+function scopeName(span) {
+  const scope = span.instrumentationScope || span.instrumentationLibrary
+  return (scope && scope.name) || ''
+}
+
+// Builds one batch: "OFL1", count, then length-prefixed span bodies.
+class BatchWriter extends FrameWriter {
+  constructor(capacity) {
+    super(capacity)
+    MAGIC.copy(this.buf, 0)
+    this.pos = 8
+    this.count = 0
+  }
+
+  add(span) {
+    const at = this.pos
+    this.u32(0)
+    this.span(span)
+    this.buf.writeUInt32LE(this.pos - at - 4, at)
+    this.count++
+  }
+
+  finish() {
+    this.buf.writeUInt32LE(this.count, 4)
+    return this.buf.subarray(0, this.pos)
+  }
+}
+
+// Serializes one span for the processor, reusing one scratch buffer (the native side copies).
+class SpanWriter extends FrameWriter {
+  frame(span) {
+    this.pos = 0
+    this.span(span)
+    return this.buf.subarray(0, this.pos)
+  }
+}
+
+module.exports = { BatchWriter, SpanWriter }

@@ -110,7 +110,9 @@ fn positive(name: &str, v: Option<f64>, default: usize) -> Result<usize> {
     match v {
         None => Ok(default),
         Some(x) if x.is_finite() && x >= 1.0 => Ok(x as usize),
-        Some(x) => Err(invalid(format!("{name} must be a positive number, got {x}"))),
+        Some(x) => Err(invalid(format!(
+            "{name} must be a positive number, got {x}"
+        ))),
     }
 }
 
@@ -123,7 +125,10 @@ fn blocking_pool() -> Spawn {
 #[napi]
 impl NativeExporter {
     #[napi(constructor)]
-    pub fn new(options: NativeOptions, on_batch: Option<Function<Buffer, Promise<()>>>) -> Result<Self> {
+    pub fn new(
+        options: NativeOptions,
+        on_batch: Option<Function<Buffer, Promise<()>>>,
+    ) -> Result<Self> {
         let hash = match &options.hash_algorithm {
             None => HashAlgorithm::Blake3,
             Some(s) => s.parse().map_err(invalid)?,
@@ -138,7 +143,9 @@ impl NativeExporter {
                 f.build_threadsafe_function::<Vec<u8>>()
                     .weak::<true>()
                     .callee_handled::<false>()
-                    .build_callback(|ctx: ThreadsafeCallContext<Vec<u8>>| Ok(Buffer::from(ctx.value)))?,
+                    .build_callback(|ctx: ThreadsafeCallContext<Vec<u8>>| {
+                        Ok(Buffer::from(ctx.value))
+                    })?,
             )),
         };
         let config = ExporterConfig {
@@ -146,22 +153,47 @@ impl NativeExporter {
             format,
             hash,
             environment: options.environment.clone(),
-            max_span_bytes: positive("maxSpanBytes", options.max_span_bytes, offloop::exporter::DEFAULT_MAX_SPAN_BYTES)?,
-            max_queue_bytes: positive("maxQueueBytes", options.max_queue_bytes, offloop::exporter::DEFAULT_MAX_QUEUE_BYTES)?,
+            max_span_bytes: positive(
+                "maxSpanBytes",
+                options.max_span_bytes,
+                offloop::exporter::DEFAULT_MAX_SPAN_BYTES,
+            )?,
+            max_queue_bytes: positive(
+                "maxQueueBytes",
+                options.max_queue_bytes,
+                offloop::exporter::DEFAULT_MAX_QUEUE_BYTES,
+            )?,
             request: on_batch.as_ref().map(|_| RequestHeader {
                 observable_service_id: options.service_id.unwrap_or_default(),
                 environment: options.environment.unwrap_or_default(),
-                sdk_version: options.sdk_version.unwrap_or_else(|| format!("offloop/{}", env!("CARGO_PKG_VERSION"))),
+                sdk_version: options
+                    .sdk_version
+                    .unwrap_or_else(|| format!("offloop/{}", env!("CARGO_PKG_VERSION"))),
                 sdk_instance_id: options.sdk_instance_id.unwrap_or_default(),
             }),
         };
-        let workers = options.workers.map(|w| w.max(1) as usize).unwrap_or_else(default_workers);
-        let exporter = Arc::new(Exporter::new(config).map_err(|e| Error::from_reason(e.to_string()))?);
-        let shared = Arc::new(Shared { exporter, dispatcher: Dispatcher::new(workers, blocking_pool()), on_batch });
+        let workers = options
+            .workers
+            .map(|w| w.max(1) as usize)
+            .unwrap_or_else(default_workers);
+        let exporter =
+            Arc::new(Exporter::new(config).map_err(|e| Error::from_reason(e.to_string()))?);
+        let shared = Arc::new(Shared {
+            exporter,
+            dispatcher: Dispatcher::new(workers, blocking_pool()),
+            on_batch,
+        });
         let processor = if options.processor.unwrap_or(false) {
             let config = ProcessorConfig {
-                scheduled_delay: Duration::from_millis(positive("scheduledDelayMillis", options.scheduled_delay_millis, 1000)? as u64),
-                max_export_batch_size: options.max_export_batch_size.map(|n| n.max(1) as usize).unwrap_or(512),
+                scheduled_delay: Duration::from_millis(positive(
+                    "scheduledDelayMillis",
+                    options.scheduled_delay_millis,
+                    1000,
+                )? as u64),
+                max_export_batch_size: options
+                    .max_export_batch_size
+                    .map(|n| n.max(1) as usize)
+                    .unwrap_or(512),
             };
             let s = Arc::clone(&shared);
             Some(Processor::new(
@@ -179,7 +211,11 @@ impl NativeExporter {
     /// Processes one framed batch on the blocking pool. The batch is accepted (counted, and
     /// covered by later flushes) before this returns.
     #[napi(ts_return_type = "Promise<BatchReport>")]
-    pub fn export<'env>(&self, env: &'env Env, batch: Buffer) -> Result<PromiseRaw<'env, BatchReport>> {
+    pub fn export<'env>(
+        &self,
+        env: &'env Env,
+        batch: Buffer,
+    ) -> Result<PromiseRaw<'env, BatchReport>> {
         let spans = offloop::frame::peek_count(&batch).unwrap_or(0);
         let ticket = match self.shared.exporter.accept(spans, batch.len()) {
             Ok(t) => t,
@@ -190,9 +226,13 @@ impl NativeExporter {
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shared = Arc::clone(&self.shared);
-        self.shared.dispatcher.submit(Box::new(move || run_batch(shared, ticket, batch, Some(tx))));
+        self.shared
+            .dispatcher
+            .submit(Box::new(move || run_batch(shared, ticket, batch, Some(tx))));
         env.spawn_future(async move {
-            let result = rx.await.map_err(|_| Error::from_reason("offloop: the batch was abandoned (runtime shutting down)"))?;
+            let result = rx.await.map_err(|_| {
+                Error::from_reason("offloop: the batch was abandoned (runtime shutting down)")
+            })?;
             Ok(report(&result))
         })
     }
@@ -201,19 +241,30 @@ impl NativeExporter {
     /// (queue full: dropped; shut down: failed); `stats()` counts it either way.
     #[napi]
     pub fn enqueue(&self, frame: &[u8]) -> Result<bool> {
-        let processor = self.processor.as_ref().ok_or_else(|| invalid("enqueue() needs processor mode"))?;
+        let processor = self
+            .processor
+            .as_ref()
+            .ok_or_else(|| invalid("enqueue() needs processor mode"))?;
         Ok(processor.enqueue(frame).is_ok())
     }
 
     /// Waits until everything accepted before the call is written. Resolves false on timeout.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn flush<'env>(&self, env: &'env Env, timeout_millis: Option<f64>) -> Result<PromiseRaw<'env, bool>> {
+    pub fn flush<'env>(
+        &self,
+        env: &'env Env,
+        timeout_millis: Option<f64>,
+    ) -> Result<PromiseRaw<'env, bool>> {
         self.wait(env, timeout_millis, false)
     }
 
     /// Refuses new spans, then flushes. Idempotent. Resolves false on timeout.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn shutdown<'env>(&self, env: &'env Env, timeout_millis: Option<f64>) -> Result<PromiseRaw<'env, bool>> {
+    pub fn shutdown<'env>(
+        &self,
+        env: &'env Env,
+        timeout_millis: Option<f64>,
+    ) -> Result<PromiseRaw<'env, bool>> {
         self.wait(env, timeout_millis, true)
     }
 
@@ -236,8 +287,15 @@ impl NativeExporter {
 }
 
 impl NativeExporter {
-    fn wait<'env>(&self, env: &'env Env, timeout_millis: Option<f64>, shutdown: bool) -> Result<PromiseRaw<'env, bool>> {
-        let timeout = timeout_millis.filter(|t| t.is_finite() && *t >= 0.0).map(|t| Duration::from_micros((t * 1000.0) as u64));
+    fn wait<'env>(
+        &self,
+        env: &'env Env,
+        timeout_millis: Option<f64>,
+        shutdown: bool,
+    ) -> Result<PromiseRaw<'env, bool>> {
+        let timeout = timeout_millis
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .map(|t| Duration::from_micros((t * 1000.0) as u64));
         let exporter = Arc::clone(&self.shared.exporter);
         // Processor flushes run on the processor (it must batch its queue first).
         let processor = self.processor.as_ref().map(ProcessorHandle::new);
@@ -274,7 +332,12 @@ impl ProcessorHandle {
 
 /// Runs one accepted batch (on a dispatcher worker), delivers it to `onBatch` if set, and
 /// settles it. Never panics: the pipeline catches panics and reports them per batch.
-fn run_batch(shared: Arc<Shared>, ticket: Ticket, batch: impl AsRef<[u8]>, done: Option<tokio::sync::oneshot::Sender<BatchResult>>) {
+fn run_batch(
+    shared: Arc<Shared>,
+    ticket: Ticket,
+    batch: impl AsRef<[u8]>,
+    done: Option<tokio::sync::oneshot::Sender<BatchResult>>,
+) {
     let mut result = shared.exporter.process(batch.as_ref());
     drop(batch);
     let request = result.request.take();
@@ -360,7 +423,10 @@ pub struct HashResult {
 /// Hashes one payload with exactly the exporter's code. Synchronous: it runs on the calling
 /// thread (microseconds for request-sized payloads).
 #[napi]
-pub fn hash_payload(json: Either<String, Buffer>, options: Option<HashOptions>) -> Result<HashResult> {
+pub fn hash_payload(
+    json: Either<String, Buffer>,
+    options: Option<HashOptions>,
+) -> Result<HashResult> {
     let (algo, merges) = match options {
         None => (HashAlgorithm::Blake3, None),
         Some(o) => (
@@ -375,11 +441,13 @@ pub fn hash_payload(json: Either<String, Buffer>, options: Option<HashOptions>) 
         Either::A(s) => s.as_bytes(),
         Either::B(b) => b,
     };
-    let p = offloop::hash_payload(bytes, merges.as_deref().map(str::as_bytes), algo).map_err(invalid)?;
+    let p = offloop::hash_payload(bytes, merges.as_deref().map(str::as_bytes), algo)
+        .map_err(invalid)?;
     Ok(HashResult {
         value_hash: p.value_hash,
         schema_hash: p.schema_hash,
         schema_json: p.schema.to_canonical_json(),
-        decoded_value_json: String::from_utf8(p.canonical).map_err(|e| Error::from_reason(e.to_string()))?,
+        decoded_value_json: String::from_utf8(p.canonical)
+            .map_err(|e| Error::from_reason(e.to_string()))?,
     })
 }

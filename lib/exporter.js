@@ -14,7 +14,7 @@ class OffloopExporter {
   constructor(options = {}) {
     this._native = createNative(options)
     this._onReport = typeof options.onReport === 'function' ? options.onReport : undefined
-    this._framing = new Set()
+    this._pending = new Set()
     this._isShutdown = false
     this._shutdownPromise = undefined
   }
@@ -25,11 +25,12 @@ class OffloopExporter {
       resultCallback({ code: FAILED, error: new Error('offloop: export() after shutdown(); the spans were not recorded') })
       return
     }
-    const framing = frameBatch(spans)
-    this._framing.add(framing)
-    framing
-      .finally(() => this._framing.delete(framing))
-      .then((batch) => this._native.export(batch))
+    // Tracked until the native side answers, so forceFlush()/shutdown() called right after
+    // export() cannot overtake a batch that is still being framed.
+    const pending = frameBatch(spans).then((batch) => this._native.export(batch))
+    this._pending.add(pending)
+    pending
+      .finally(() => this._pending.delete(pending))
       .then(
         (report) => {
           if (this._onReport) safeCall(this._onReport, report)
@@ -43,7 +44,7 @@ class OffloopExporter {
 
   // Waits for every batch handed to export() before this call.
   async forceFlush() {
-    await Promise.allSettled([...this._framing])
+    await Promise.allSettled([...this._pending])
     await this._native.flush()
   }
 
@@ -51,7 +52,7 @@ class OffloopExporter {
     if (!this._shutdownPromise) {
       this._isShutdown = true
       this._shutdownPromise = (async () => {
-        await Promise.allSettled([...this._framing])
+        await Promise.allSettled([...this._pending])
         await this._native.shutdown()
       })()
     }

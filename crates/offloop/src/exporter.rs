@@ -205,6 +205,9 @@ impl Exporter {
             record_options: RecordOptions {
                 hash: config.hash,
                 environment: config.environment.clone(),
+                jsonl: sink.as_ref().is_some_and(|s| s.format() == Format::Jsonl),
+                proto: sink.as_ref().is_some_and(|s| s.format() == Format::Proto)
+                    || config.request.is_some(),
             },
             config,
             sink,

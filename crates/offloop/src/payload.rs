@@ -44,12 +44,25 @@ pub fn process(
     merges: Option<&Merges>,
     algo: HashAlgorithm,
 ) -> Result<Payload, String> {
-    let mut sinks = Sinks {
-        compact: Vec::with_capacity(json.len()),
-        canon: Vec::with_capacity(json.len()),
-        pb: Vec::with_capacity(json.len() + json.len() / 4),
+    process_with(json, merges, algo, true)
+}
+
+/// [`process`], leaving `struct_bytes` empty unless `with_struct` (only protobuf output
+/// needs it).
+pub(crate) fn process_with(
+    json: &[u8],
+    merges: Option<&Merges>,
+    algo: HashAlgorithm,
+    with_struct: bool,
+) -> Result<Payload, String> {
+    let mut sinks = Sinks::with_capacity(json.len());
+    let verbatim = stored_verbatim(json);
+    let emit = Emit {
+        compact: verbatim.is_none(),
+        pb: with_struct,
+        schema: true,
     };
-    let schema = walk(json, &mut sinks, Emit::ALL, merges)
+    let schema = walk(json, &mut sinks, emit, merges)
         .map_err(describe_json_error)?
         .expect("schema requested");
     let mut schema_json = Vec::with_capacity(128);
@@ -57,11 +70,22 @@ pub fn process(
     Ok(Payload {
         value_hash: algo.hex(&sinks.canon),
         schema_hash: algo.hex(&schema_json),
-        value_json: sinks.compact,
+        value_json: verbatim.map(<[u8]>::to_vec).unwrap_or(sinks.compact),
         struct_bytes: sinks.pb,
         canonical: sinks.canon,
         schema,
     })
+}
+
+/// The stored value is the attribute's own JSON text when that is safe to put on a JSONL line
+/// (no line breaks between tokens; JSON strings cannot hold raw ones), which it is for
+/// anything `JSON.stringify` produced. Only other input is re-serialized compactly. The walk
+/// validates the text either way.
+fn stored_verbatim(json: &[u8]) -> Option<&[u8]> {
+    let trimmed = json.trim_ascii();
+    memchr::memchr2(b'\n', b'\r', trimmed)
+        .is_none()
+        .then_some(trimmed)
 }
 
 /// Hashes a payload exactly as the exporter does. `merges_json` is the merge map as JSON
@@ -101,19 +125,18 @@ pub(crate) fn describe_json_error(e: serde_json::Error) -> String {
 /// Compact JSON and `google.protobuf.Struct` bytes of a value that is stored but not hashed
 /// (`td.metadata`).
 pub fn encode_value(json: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let mut sinks = Sinks::default();
-    walk(
-        json,
-        &mut sinks,
-        Emit {
-            compact: true,
-            pb: true,
-            schema: false,
-        },
-        None,
-    )
-    .map_err(describe_json_error)?;
-    Ok((sinks.compact, sinks.pb))
+    let mut sinks = Sinks::with_capacity(json.len());
+    let verbatim = stored_verbatim(json);
+    let emit = Emit {
+        compact: verbatim.is_none(),
+        pb: true,
+        schema: false,
+    };
+    walk(json, &mut sinks, emit, None).map_err(describe_json_error)?;
+    Ok((
+        verbatim.map(<[u8]>::to_vec).unwrap_or(sinks.compact),
+        sinks.pb,
+    ))
 }
 
 #[cfg(test)]

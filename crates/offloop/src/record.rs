@@ -50,12 +50,27 @@ pub const OTEL_KIND_SERVER: u8 = 1;
 pub const OTEL_STATUS_ERROR: u8 = 2;
 
 /// Options that shape a record.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RecordOptions {
     /// Digest for value and schema hashes.
     pub hash: HashAlgorithm,
     /// Written as `environment` when set.
     pub environment: Option<String>,
+    /// Build the JSONL line.
+    pub jsonl: bool,
+    /// Build the protobuf `Span`.
+    pub proto: bool,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            hash: HashAlgorithm::default(),
+            environment: None,
+            jsonl: true,
+            proto: true,
+        }
+    }
 }
 
 /// A recorded span.
@@ -65,9 +80,9 @@ pub struct SpanRecord {
     pub trace_id: String,
     /// Validated span id (16 lower-case hex).
     pub span_id: String,
-    /// Encoded `tusk.drift.core.v1.Span`.
+    /// Encoded `tusk.drift.core.v1.Span` (empty unless [`RecordOptions::proto`]).
     pub proto: Vec<u8>,
-    /// The JSONL line, without the trailing newline.
+    /// The JSONL line, without the trailing newline (empty unless [`RecordOptions::jsonl`]).
     pub jsonl: Vec<u8>,
 }
 
@@ -149,14 +164,14 @@ pub fn record(frame: &SpanFrame<'_>, opts: &RecordOptions) -> Result<SpanRecord,
         None => {
             // No td.inputValue: the span's other attributes are its input value.
             let json = other_attributes_json(frame);
-            payload::process(&json, None, algo)
+            payload::process_with(&json, None, algo, opts.proto)
                 .map_err(|e| (Stage::Input, format!("attributes: {e}")))?
         }
         Some(v) => {
             let json = json_attr(attrs::INPUT_VALUE, v).map_err(|e| (Stage::Input, e))?;
             let merges =
                 merges_attr(frame, attrs::INPUT_SCHEMA_MERGES).map_err(|e| (Stage::Input, e))?;
-            payload::process(json, merges.as_ref(), algo)
+            payload::process_with(json, merges.as_ref(), algo, opts.proto)
                 .map_err(|e| (Stage::Input, format!("{}: {e}", attrs::INPUT_VALUE)))?
         }
     };
@@ -170,7 +185,7 @@ pub fn record(frame: &SpanFrame<'_>, opts: &RecordOptions) -> Result<SpanRecord,
             let json = json_attr(attrs::OUTPUT_VALUE, v).map_err(|e| (Stage::Output, e))?;
             let merges =
                 merges_attr(frame, attrs::OUTPUT_SCHEMA_MERGES).map_err(|e| (Stage::Output, e))?;
-            output_owned = payload::process(json, merges.as_ref(), algo)
+            output_owned = payload::process_with(json, merges.as_ref(), algo, opts.proto)
                 .map_err(|e| (Stage::Output, format!("{}: {e}", attrs::OUTPUT_VALUE)))?;
             &output_owned
         }
@@ -192,25 +207,32 @@ pub fn record(frame: &SpanFrame<'_>, opts: &RecordOptions) -> Result<SpanRecord,
     };
 
     let fields = Fields::from_frame(frame).map_err(|e| (Stage::Attributes, e))?;
-    let proto = encode_proto(
-        frame,
-        &fields,
-        &input,
-        output,
-        metadata.as_ref().map(|m| &m.1[..]),
-        opts,
-    );
-    let mut line = Vec::with_capacity(input.value_json.len() + output.value_json.len() + 1024);
-    write_jsonl(
-        &mut line,
-        frame,
-        &fields,
-        &input,
-        output,
-        metadata.as_ref().map(|m| &m.0[..]),
-        transform_metadata.as_deref(),
-        opts,
-    );
+    let mut proto = Vec::new();
+    if opts.proto {
+        proto = encode_proto(
+            frame,
+            &fields,
+            &input,
+            output,
+            metadata.as_ref().map(|m| &m.1[..]),
+            opts,
+        );
+    }
+    let mut line = Vec::new();
+    if opts.jsonl {
+        line.reserve(input.value_json.len() + output.value_json.len() + 1024);
+        let metadata = metadata.as_ref().map(|m| &m.0[..]);
+        write_jsonl(
+            &mut line,
+            frame,
+            &fields,
+            &input,
+            output,
+            metadata,
+            transform_metadata.as_deref(),
+            opts,
+        );
+    }
     Ok(SpanRecord {
         trace_id: frame.trace_id.to_string(),
         span_id: frame.span_id.to_string(),

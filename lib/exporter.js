@@ -65,7 +65,7 @@ class OffloopExporter {
 }
 
 async function frameBatch(spans) {
-  const writer = new BatchWriter(64 * 1024)
+  const writer = new BatchWriter()
   let sliceStart = performance.now()
   for (let i = 0; i < spans.length; i++) {
     writer.add(spans[i])

@@ -31,6 +31,9 @@ class FrameWriter {
   constructor(capacity = 64 * 1024) {
     this.buf = Buffer.allocUnsafe(capacity)
     this.pos = 0
+    // Where the span being written starts. Offsets inside a span are kept relative to it,
+    // because a BatchWriter may move the unfinished span to a new segment.
+    this.spanStart = 0
   }
 
   ensure(extra) {
@@ -88,7 +91,7 @@ class FrameWriter {
     const attributes = span.attributes || {}
     const keys = Object.keys(attributes)
     let count = 0
-    const countAt = this.pos
+    const countAt = this.pos - this.spanStart
     this.u32(0)
     for (const key of keys) {
       const value = attributes[key]
@@ -97,7 +100,7 @@ class FrameWriter {
       this.value(key, value)
       count++
     }
-    this.buf.writeUInt32LE(count, countAt)
+    this.buf.writeUInt32LE(count, this.spanStart + countAt)
   }
 
   value(key, v) {
@@ -179,26 +182,58 @@ function scopeName(span) {
   return (scope && scope.name) || ''
 }
 
-// Builds one batch: "OFL1", count, then length-prefixed span bodies.
+// Builds one batch as segments: each segment is a complete batch buffer ("OFL1", count,
+// length-prefixed span bodies). When a segment reaches `segmentBytes`, the next span starts a
+// new one instead of the buffer doubling, so no single call ever copies a whole batch (a
+// 512 x 37 KB batch is ~19 MB; copying that at once would stall the loop for milliseconds).
 class BatchWriter extends FrameWriter {
-  constructor(capacity) {
-    super(capacity)
+  constructor(segmentBytes = 2 * 1024 * 1024) {
+    super(Math.min(segmentBytes, 256 * 1024))
+    this.segmentBytes = segmentBytes
+    this.segments = []
+    this.begin(this.buf)
+  }
+
+  begin(buf) {
+    this.buf = buf
     MAGIC.copy(this.buf, 0)
     this.pos = 8
+    this.spanStart = 8
     this.count = 0
   }
 
-  add(span) {
-    const at = this.pos
-    this.u32(0)
-    this.span(span)
-    this.buf.writeUInt32LE(this.pos - at - 4, at)
-    this.count++
+  ensure(extra) {
+    const need = this.pos + extra
+    if (need <= this.buf.length) return
+    if (this.count > 0 && need > this.segmentBytes) {
+      // Seal the complete spans; move only the unfinished span to a fresh segment.
+      const partial = this.buf.subarray(this.spanStart, this.pos)
+      this.buf.writeUInt32LE(this.count, 4)
+      this.segments.push(this.buf.subarray(0, this.spanStart))
+      const next = Buffer.allocUnsafe(Math.max(this.segmentBytes, 2 * (8 + partial.length + extra)))
+      partial.copy(next, 8)
+      const moved = partial.length
+      this.begin(next)
+      this.pos = 8 + moved
+      return
+    }
+    super.ensure(extra)
   }
 
+  add(span) {
+    this.spanStart = this.pos
+    this.u32(0)
+    this.span(span)
+    this.buf.writeUInt32LE(this.pos - this.spanStart - 4, this.spanStart)
+    this.count++
+    this.spanStart = this.pos
+  }
+
+  // The batch as an array of segment buffers.
   finish() {
     this.buf.writeUInt32LE(this.count, 4)
-    return this.buf.subarray(0, this.pos)
+    this.segments.push(this.buf.subarray(0, this.pos))
+    return this.segments
   }
 }
 

@@ -200,7 +200,9 @@ impl NativeExporter {
                 Arc::clone(&shared.exporter),
                 config,
                 Arc::clone(&shared.dispatcher),
-                Arc::new(move |ticket, batch| run_batch(Arc::clone(&s), ticket, batch, None)),
+                Arc::new(move |ticket, frames| {
+                    run_batch(Arc::clone(&s), ticket, Batch::Spans(frames), None)
+                }),
             ))
         } else {
             None
@@ -208,16 +210,20 @@ impl NativeExporter {
         Ok(NativeExporter { shared, processor })
     }
 
-    /// Processes one framed batch on the blocking pool. The batch is accepted (counted, and
-    /// covered by later flushes) before this returns.
+    /// Processes one batch, framed as one or more segments, on the blocking pool. The batch is
+    /// accepted (counted, and covered by later flushes) before this returns.
     #[napi(ts_return_type = "Promise<BatchReport>")]
     pub fn export<'env>(
         &self,
         env: &'env Env,
-        batch: Buffer,
+        segments: Vec<Buffer>,
     ) -> Result<PromiseRaw<'env, BatchReport>> {
-        let spans = offloop::frame::peek_count(&batch).unwrap_or(0);
-        let ticket = match self.shared.exporter.accept(spans, batch.len()) {
+        let spans = segments
+            .iter()
+            .map(|s| offloop::frame::peek_count(s).unwrap_or(1))
+            .fold(0u32, u32::saturating_add);
+        let bytes = segments.iter().map(|s| s.len()).sum();
+        let ticket = match self.shared.exporter.accept(spans, bytes) {
             Ok(t) => t,
             Err(rejected) => {
                 let report = rejected_report(spans, &rejected);
@@ -226,9 +232,9 @@ impl NativeExporter {
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shared = Arc::clone(&self.shared);
-        self.shared
-            .dispatcher
-            .submit(Box::new(move || run_batch(shared, ticket, batch, Some(tx))));
+        self.shared.dispatcher.submit(Box::new(move || {
+            run_batch(shared, ticket, Batch::Segments(segments), Some(tx))
+        }));
         env.spawn_future(async move {
             let result = rx.await.map_err(|_| {
                 Error::from_reason("offloop: the batch was abandoned (runtime shutting down)")
@@ -330,15 +336,26 @@ impl ProcessorHandle {
     }
 }
 
+/// A batch as it reaches a worker.
+enum Batch {
+    /// From `export()`: segments framed by the JS shim.
+    Segments(Vec<Buffer>),
+    /// From the processor queue: span frame bodies.
+    Spans(Vec<Vec<u8>>),
+}
+
 /// Runs one accepted batch (on a dispatcher worker), delivers it to `onBatch` if set, and
 /// settles it. Never panics: the pipeline catches panics and reports them per batch.
 fn run_batch(
     shared: Arc<Shared>,
     ticket: Ticket,
-    batch: impl AsRef<[u8]>,
+    batch: Batch,
     done: Option<tokio::sync::oneshot::Sender<BatchResult>>,
 ) {
-    let mut result = shared.exporter.process(batch.as_ref());
+    let mut result = match &batch {
+        Batch::Segments(segments) => shared.exporter.process_segments(segments),
+        Batch::Spans(frames) => shared.exporter.process_spans(frames),
+    };
     drop(batch);
     let request = result.request.take();
     match (shared.on_batch.clone(), request) {

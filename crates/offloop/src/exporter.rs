@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{display_id, SpanError, Stage};
 use crate::filter::{TraceFilter, SPAN_OVERHEAD_BYTES};
-use crate::frame::{decode_span, split_batch, SpanFrame};
+use crate::frame::{decode_span, split_batch, SpanFrame, SpanSlice};
 use crate::hash::HashAlgorithm;
 use crate::record::{self, RecordOptions, SpanRecord, OTEL_KIND_SERVER, OTEL_STATUS_ERROR};
 use crate::sink::fs::{Format, FsSink};
@@ -168,6 +168,13 @@ impl BatchResult {
     }
 }
 
+/// Spans a batch declared but whose frames could not be located.
+struct Lost {
+    first: u32,
+    count: u32,
+    message: String,
+}
+
 /// The record pipeline. See the module docs.
 #[derive(Debug)]
 pub struct Exporter {
@@ -289,13 +296,69 @@ impl Exporter {
     /// Runs the pipeline over one batch. Does not touch the counters: pass the result to
     /// [`Exporter::complete`] once every sink (including any JS callback) is done with it.
     pub fn process(&self, batch: &[u8]) -> BatchResult {
+        self.process_segments(&[batch])
+    }
+
+    /// Runs the pipeline over one batch given as several segments, each a complete batch
+    /// buffer (the JS shim starts a new segment instead of growing one buffer, so framing
+    /// never copies a whole batch). Spans keep their order across segments.
+    pub fn process_segments<B: AsRef<[u8]>>(&self, segments: &[B]) -> BatchResult {
+        let mut declared = 0u32;
+        let mut bodies: Vec<(u32, SpanSlice<'_>)> = Vec::new();
+        let mut lost: Vec<Lost> = Vec::new();
+        for (k, segment) in segments.iter().enumerate() {
+            let segment = segment.as_ref();
+            match split_batch(segment) {
+                Ok((count, spans)) => {
+                    let located = spans.len() as u32;
+                    bodies.extend(
+                        (spans.into_iter().enumerate())
+                            .map(|(j, s)| (declared.saturating_add(j as u32), s)),
+                    );
+                    if count > located {
+                        lost.push(Lost {
+                            first: declared.saturating_add(located),
+                            count: count - located,
+                            message: format!(
+                                "lost: batch segment {k} was cut short before these spans"
+                            ),
+                        });
+                    }
+                    declared = declared.saturating_add(count);
+                }
+                Err(e) => {
+                    let count = crate::frame::peek_count(segment).unwrap_or(1).max(1);
+                    lost.push(Lost {
+                        first: declared,
+                        count,
+                        message: format!("batch segment {k}: {e}"),
+                    });
+                    declared = declared.saturating_add(count);
+                }
+            }
+        }
+        self.run(declared, bodies, lost)
+    }
+
+    /// Runs the pipeline over span frame bodies (no batch header), e.g. from a
+    /// [`crate::Processor`] queue.
+    pub fn process_spans<B: AsRef<[u8]>>(&self, spans: &[B]) -> BatchResult {
+        let bodies = (0..).zip(spans.iter().map(|s| Ok(s.as_ref()))).collect();
+        self.run(spans.len() as u32, bodies, Vec::new())
+    }
+
+    fn run(
+        &self,
+        declared: u32,
+        bodies: Vec<(u32, SpanSlice<'_>)>,
+        lost: Vec<Lost>,
+    ) -> BatchResult {
         let start = Instant::now();
-        let mut result = catch_unwind(AssertUnwindSafe(|| self.process_inner(batch)))
+        let mut result = catch_unwind(AssertUnwindSafe(|| self.run_inner(declared, bodies, lost)))
             .unwrap_or_else(|panic| {
-                let spans = crate::frame::peek_count(batch).unwrap_or(0);
                 let mut r = BatchResult {
-                    spans,
-                    failed: spans,
+                    spans: declared,
+                    failed: declared,
                     ..BatchResult::default()
                 };
                 r.errors.push(SpanError {
@@ -315,8 +378,16 @@ impl Exporter {
         result
     }
 
-    fn process_inner(&self, batch: &[u8]) -> BatchResult {
-        let mut result = BatchResult::default();
+    fn run_inner(
+        &self,
+        declared: u32,
+        bodies: Vec<(u32, SpanSlice<'_>)>,
+        lost: Vec<Lost>,
+    ) -> BatchResult {
+        let mut result = BatchResult {
+            spans: declared,
+            ..BatchResult::default()
+        };
         let fail = |result: &mut BatchResult,
                     index: u32,
                     frame: Option<&SpanFrame<'_>>,
@@ -337,31 +408,19 @@ impl Exporter {
                 result.failed += 1;
             }
         };
-        let (declared, bodies) = match split_batch(batch) {
-            Ok(x) => x,
-            Err(e) => {
-                let spans = crate::frame::peek_count(batch).unwrap_or(1).max(1);
-                result.spans = spans;
-                fail(
-                    &mut result,
-                    0,
-                    None,
-                    Stage::Frame,
-                    format!("batch: {e}"),
-                    false,
-                );
-                result.failed = spans;
-                return result;
-            }
-        };
-        result.spans = declared;
+        // Spans the framing could not locate: one entry per run (a bogus header may claim
+        // billions), all counted.
+        for l in lost {
+            fail(&mut result, l.first, None, Stage::Frame, l.message, false);
+            result.failed = result.failed.saturating_add(l.count - 1);
+        }
 
         // Decode, validate and filter in batch order (the filters are order-dependent).
         let mut kept: Vec<(u32, SpanFrame<'_>)> = Vec::with_capacity(bodies.len());
         {
             let mut filter = self.filter.lock().unwrap_or_else(|p| p.into_inner());
-            for (i, body) in bodies.iter().enumerate() {
-                let i = i as u32;
+            for (i, body) in &bodies {
+                let i = *i;
                 let frame = match body
                     .as_ref()
                     .map_err(|e| e.to_string())
@@ -401,17 +460,6 @@ impl Exporter {
                     continue;
                 }
                 kept.push((i, frame));
-            }
-            // Spans the framing lost (a truncated batch) fail too.
-            for i in bodies.len() as u32..declared {
-                fail(
-                    &mut result,
-                    i,
-                    None,
-                    Stage::Frame,
-                    "lost: the batch was cut short before this span".into(),
-                    false,
-                );
             }
         }
 

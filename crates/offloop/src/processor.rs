@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use crate::dispatch::Dispatcher;
 use crate::exporter::{Exporter, Rejected, Ticket};
-use crate::frame::MAGIC;
 
 /// Batching settings.
 #[derive(Clone, Debug)]
@@ -34,9 +33,10 @@ impl Default for ProcessorConfig {
     }
 }
 
-/// Receives each formed batch (on a dispatcher worker) and must eventually call
-/// [`Exporter::complete`] with the ticket.
-pub type BatchHandler = Arc<dyn Fn(Ticket, Vec<u8>) + Send + Sync>;
+/// Receives each formed batch as span frame bodies (on a dispatcher worker; see
+/// [`Exporter::process_spans`]) and must eventually call [`Exporter::complete`] with the
+/// ticket.
+pub type BatchHandler = Arc<dyn Fn(Ticket, Vec<Vec<u8>>) + Send + Sync>;
 
 /// See the module docs. Dropping it stops the batcher thread after it drained its queue.
 pub struct Processor {
@@ -140,12 +140,14 @@ impl ProcessorRef {
     /// Queues one span frame body (copied). Refused spans are counted dropped (queue full) or
     /// failed (shut down).
     pub fn enqueue(&self, frame: &[u8]) -> Result<(), Rejected> {
+        // Copied before taking the lock, so the batcher never waits behind it.
+        let owned = frame.to_vec();
         let mut q = self.shared.lock();
         if q.stop {
             return Err(self.shared.exporter.refuse_closed(1));
         }
         self.shared.exporter.admit(1, frame.len())?;
-        q.spans.push_back(frame.to_vec());
+        q.spans.push_back(owned);
         q.bytes += frame.len();
         q.enqueued += 1;
         q.oldest.get_or_insert_with(Instant::now);
@@ -229,18 +231,8 @@ impl Shared {
                         .is_some_and(|t| t.elapsed() >= self.config.scheduled_delay));
             if due {
                 let n = q.spans.len().min(self.config.max_export_batch_size);
-                let mut bytes = 8 + 4 * n;
                 let frames: Vec<Vec<u8>> = q.spans.drain(..n).collect();
                 let payload: usize = frames.iter().map(Vec::len).sum();
-                bytes += payload;
-                let mut batch = Vec::with_capacity(bytes);
-                batch.extend_from_slice(MAGIC);
-                batch.extend_from_slice(&(n as u32).to_le_bytes());
-                for f in &frames {
-                    batch.extend_from_slice(&(f.len() as u32).to_le_bytes());
-                    batch.extend_from_slice(f);
-                }
-                drop(frames);
                 q.bytes -= payload;
                 q.batched += n as u64;
                 q.oldest = if q.spans.is_empty() {
@@ -253,9 +245,11 @@ impl Shared {
                 let ticket = self.exporter.accept_admitted(n as u32, payload);
                 self.wake.notify_all();
                 drop(q);
+                // The frames are handed over as they are: no batch buffer is assembled, and
+                // `enqueue` never waits behind a copy.
                 let handler = Arc::clone(&self.handler);
                 self.dispatcher
-                    .submit(Box::new(move || handler(ticket, batch)));
+                    .submit(Box::new(move || handler(ticket, frames)));
                 q = self.lock();
                 continue;
             }

@@ -455,8 +455,8 @@ fn processor_batches_natively_and_flushes_everything() {
             max_export_batch_size: 256,
         },
         Dispatcher::new(2, std_threads()),
-        Arc::new(move |ticket, batch| {
-            let r = handler_exporter.process(&batch);
+        Arc::new(move |ticket, frames: Vec<Vec<u8>>| {
+            let r = handler_exporter.process_spans(&frames);
             handler_exporter.complete(ticket, &r);
         }),
     );
@@ -479,4 +479,34 @@ fn processor_batches_natively_and_flushes_everything() {
     assert!(p.enqueue(b"x").is_err());
     assert_eq!(e.stats().spans_failed, 1);
     assert_eq!(jsonl_lines(dir.path()).len(), 1000);
+}
+
+#[test]
+fn segments_keep_order_and_bogus_counts_are_bounded() {
+    let spans: Vec<Owned> = (0..5).map(|i| pg_span(i, 1)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let e = exporter(dir.path(), Format::Jsonl, HashAlgorithm::Blake3);
+    let r = e.process_segments(&[batch(&spans[..3]), batch(&spans[3..])]);
+    assert_eq!((r.spans, r.written), (5, 5));
+    let ids: Vec<String> = jsonl_lines(dir.path())
+        .iter()
+        .map(|l| l["spanId"].as_str().unwrap().to_string())
+        .collect();
+    let mut expected: Vec<String> = (0..5).map(span_id).collect();
+    expected.sort();
+    let mut got = ids.clone();
+    got.sort();
+    assert_eq!(got, expected);
+
+    // A header claiming u32::MAX spans with one real frame: one error entry, counts saturate.
+    let mut bogus = batch(&spans[..1]);
+    bogus[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let r = e.process_segments(&[bogus, batch(&spans[1..2])]);
+    assert_eq!(r.spans, u32::MAX);
+    assert!(r.errors.len() <= 2, "{:?}", r.errors);
+    assert!(r.errors.iter().any(|e| e.message.contains("cut short")));
+    // Garbage that is not a batch at all.
+    let r = e.process(b"garbage");
+    assert_eq!((r.spans, r.failed), (1, 1));
+    assert!(r.errors[0].message.contains("not an offloop batch"));
 }

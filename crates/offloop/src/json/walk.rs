@@ -40,6 +40,17 @@ pub(crate) struct Sinks {
     ranges: Vec<Range<usize>>,
     order: Vec<usize>,
     scratch: Vec<u8>,
+    /// The last object shape seen at each depth: rows of a result set share their keys, so
+    /// their canonical order is computed once.
+    shapes: Vec<Shape>,
+}
+
+#[derive(Debug, Default)]
+struct Shape {
+    keys: String,
+    lens: Vec<usize>,
+    order: Vec<usize>,
+    sorted: bool,
 }
 
 impl Sinks {
@@ -81,6 +92,7 @@ pub(crate) fn walk(
     let schema = Walker {
         sinks,
         emit,
+        depth: 0,
         root: true,
         merges,
         decode: None,
@@ -93,6 +105,7 @@ pub(crate) fn walk(
 struct Walker<'s, 'm> {
     sinks: &'s mut Sinks,
     emit: Emit,
+    depth: usize,
     /// The payload root: its protobuf form is a `Struct` (empty unless it is an object).
     root: bool,
     /// Only at the root.
@@ -155,6 +168,7 @@ impl<'s, 'm> Walker<'s, 'm> {
         Walker {
             sinks: self.sinks,
             emit,
+            depth: self.depth + 1,
             root: false,
             merges: None,
             decode,
@@ -292,34 +306,60 @@ impl<'s, 'm> Walker<'s, 'm> {
             entries,
             order,
             scratch,
+            shapes,
             ..
         } = &mut *self.sinks;
+        let depth = self.depth;
         let es = &mut entries[ebase..];
         let key = |e: &Entry| &keys[e.key.clone()];
 
         // Canonical order: keep the last of equal keys (`JSON.parse`), drop `__proto__`.
-        let sorted = es
-            .windows(2)
-            .all(|w| cmp_js_keys(key(&w[0]), key(&w[1])) == Ordering::Less)
-            && !es.iter().any(|e| key(e) == "__proto__");
-        order.clear();
-        order.extend(0..es.len());
-        if !sorted {
-            order.sort_by(|&a, &b| cmp_js_keys(key(&es[a]), key(&es[b])).then(a.cmp(&b)));
-            let mut kept = 0;
-            for n in 0..order.len() {
-                let i = order[n];
-                if key(&es[i]) == "__proto__" {
-                    continue;
+        // This object's keys are `keys[kbase..]` (children truncated theirs): if they match
+        // the last object at this depth, reuse its order.
+        if shapes.len() <= depth {
+            shapes.resize_with(depth + 1, Shape::default);
+        }
+        let shape = &mut shapes[depth];
+        let same_shape = shape.keys == keys[kbase..]
+            && shape.lens.len() == es.len()
+            && shape
+                .lens
+                .iter()
+                .zip(es.iter())
+                .all(|(&l, e)| l == e.key.len());
+        if !same_shape {
+            shape.keys.clear();
+            shape.keys.push_str(&keys[kbase..]);
+            shape.lens.clear();
+            shape.lens.extend(es.iter().map(|e| e.key.len()));
+            shape.sorted = es
+                .windows(2)
+                .all(|w| cmp_js_keys(key(&w[0]), key(&w[1])) == Ordering::Less)
+                && !es.iter().any(|e| key(e) == "__proto__");
+            shape.order.clear();
+            shape.order.extend(0..es.len());
+            if !shape.sorted {
+                let order = &mut shape.order;
+                order.sort_by(|&a, &b| cmp_js_keys(key(&es[a]), key(&es[b])).then(a.cmp(&b)));
+                let mut kept = 0;
+                for n in 0..order.len() {
+                    let i = order[n];
+                    if key(&es[i]) == "__proto__" {
+                        continue;
+                    }
+                    if kept > 0 && key(&es[order[kept - 1]]) == key(&es[i]) {
+                        order[kept - 1] = i;
+                    } else {
+                        order[kept] = i;
+                        kept += 1;
+                    }
                 }
-                if kept > 0 && key(&es[order[kept - 1]]) == key(&es[i]) {
-                    order[kept - 1] = i;
-                } else {
-                    order[kept] = i;
-                    kept += 1;
-                }
+                order.truncate(kept);
             }
-            order.truncate(kept);
+        }
+        order.clear();
+        order.extend_from_slice(&shape.order);
+        if !shape.sorted {
             scratch.clear();
             scratch.push(b'{');
             for (n, &i) in order.iter().enumerate() {
@@ -623,6 +663,15 @@ mod tests {
         assert_eq!(canon("[]"), "[]");
         assert_eq!(canon("{}"), "{}");
         assert_eq!(canon(r#"[[],{},[1]]"#), r#"[[],{},[1]]"#);
+        // Shape cache: same concatenated keys, different boundaries or order.
+        assert_eq!(
+            canon(r#"[{"c":2,"ab":1},{"c":2,"ab":1},{"a":1,"bc":2},{"ab":3,"c":4},{"c":5,"c":6,"ab":7}]"#),
+            r#"[{"ab":1,"c":2},{"ab":1,"c":2},{"a":1,"bc":2},{"ab":3,"c":4},{"ab":7,"c":6}]"#
+        );
+        assert_eq!(
+            canon(r#"[{"m":{"z":1,"y":2},"b":0},{"m":{"z":3,"y":4},"b":1}]"#),
+            r#"[{"b":0,"m":{"y":2,"z":1}},{"b":1,"m":{"y":4,"z":3}}]"#
+        );
     }
 
     #[test]

@@ -18,7 +18,15 @@ pub fn decode_lossy_utf8(s: &str) -> String {
 }
 
 /// Decodes like Node's `Buffer.from(s, 'base64')`.
+///
+/// Node reads the JS string one UTF-16 code unit at a time and keeps only its low byte, so
+/// `'中'` (U+4E2D) counts as `'-'` (0x2D, URL-safe 62) and a surrogate half as whatever its low
+/// byte is (`0x3D` is `'='`, which ends decoding). Non-ASCII input is mapped the same way.
 pub fn decode(s: &str) -> Vec<u8> {
+    if !s.is_ascii() {
+        let low_bytes: Vec<u8> = s.encode_utf16().map(|unit| unit as u8).collect();
+        return decode_lenient(&low_bytes);
+    }
     const STRICT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
         base64::engine::GeneralPurposeConfig::new()
@@ -76,5 +84,10 @@ mod tests {
         assert_eq!(decode("_-8"), vec![0xff, 0xef]);
         assert_eq!(decode("aGk=trailing"), b"hi");
         assert_eq!(decode_lossy_utf8("/w=="), "\u{fffd}");
+        // Non-ASCII: the low byte of each UTF-16 unit ('中' = U+4E2D → '-').
+        assert_eq!(decode("中L"), decode("-L"));
+        assert_eq!(decode("eyJr\u{141}A"), decode("eyJrAA"));
+        // U+1F600 is D83D DE00: 0x3D is '=', decoding stops there.
+        assert_eq!(decode("aGk\u{1F600}aGk="), decode("aGk="));
     }
 }

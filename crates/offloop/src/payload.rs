@@ -230,6 +230,19 @@ mod tests {
     }
 
     #[test]
+    fn a_body_that_fails_to_parse_midway_leaves_no_partial_entries() {
+        // base64 of `{"a":1,}`: the decoded text starts an object, then fails.
+        let p = sha(
+            r#"{"a":{"x":1},"b":"eyJhIjoxLH0=","c":2}"#,
+            Some(r#"{"b":{"encoding":1}}"#),
+        );
+        assert_eq!(
+            String::from_utf8(p.canonical).unwrap(),
+            r#"{"a":{"x":1},"b":"{\"a\":1,}","c":2}"#
+        );
+    }
+
+    #[test]
     fn array_root_with_merges_is_spread() {
         let p = sha(r#"["x",1]"#, Some("{}"));
         assert_eq!(p.canonical, br#"{"0":"x","1":1}"#);

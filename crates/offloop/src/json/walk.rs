@@ -236,6 +236,12 @@ impl<'s, 'm> Walker<'s, 'm> {
         let text = merge.decode_text(s);
         if merge.parses_json() {
             let mark = self.sinks.canon.len();
+            // A parse that fails midway leaves partial entries on the shared stacks.
+            let stacks = (
+                self.sinks.entries.len(),
+                self.sinks.keys.len(),
+                self.sinks.ranges.len(),
+            );
             let emit = Emit {
                 compact: false,
                 pb: false,
@@ -248,7 +254,12 @@ impl<'s, 'm> Walker<'s, 'm> {
                 .and_then(|schema| de.end().map(|_| schema));
             match parsed {
                 Ok(schema) => return schema,
-                Err(_) => self.sinks.canon.truncate(mark),
+                Err(_) => {
+                    self.sinks.canon.truncate(mark);
+                    self.sinks.entries.truncate(stacks.0);
+                    self.sinks.keys.truncate(stacks.1);
+                    self.sinks.ranges.truncate(stacks.2);
+                }
             }
             if merge.restores_original_on_parse_error() {
                 write_str(&mut self.sinks.canon, s, plain);
@@ -665,7 +676,9 @@ mod tests {
         assert_eq!(canon(r#"[[],{},[1]]"#), r#"[[],{},[1]]"#);
         // Shape cache: same concatenated keys, different boundaries or order.
         assert_eq!(
-            canon(r#"[{"c":2,"ab":1},{"c":2,"ab":1},{"a":1,"bc":2},{"ab":3,"c":4},{"c":5,"c":6,"ab":7}]"#),
+            canon(
+                r#"[{"c":2,"ab":1},{"c":2,"ab":1},{"a":1,"bc":2},{"ab":3,"c":4},{"c":5,"c":6,"ab":7}]"#
+            ),
             r#"[{"ab":1,"c":2},{"ab":1,"c":2},{"a":1,"bc":2},{"ab":3,"c":4},{"ab":7,"c":6}]"#
         );
         assert_eq!(

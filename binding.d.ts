@@ -13,10 +13,10 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class NativeExporter {
   constructor(options: NativeOptions, onBatch?: ((arg: Buffer) => Promise<undefined>) | undefined | null)
   /**
-   * Processes one framed batch on the blocking pool. The batch is accepted (counted, and
-   * covered by later flushes) before this returns.
+   * Processes one batch, framed as one or more segments, on the blocking pool. The batch is
+   * accepted (counted, and covered by later flushes) before this returns.
    */
-  export(batch: Buffer): Promise<BatchReport>
+  export(segments: Array<Buffer>): Promise<BatchReport>
   /**
    * Processor mode: queues one span frame (copied). Returns false when it was refused
    * (queue full: dropped; shut down: failed); `stats()` counts it either way.

@@ -30,6 +30,13 @@ export declare class NativeExporter {
   stats(): Stats
 }
 
+/**
+ * Panics on purpose, so tests can check that a Rust panic surfaces as a JS error (`"sync"`:
+ * in a synchronous call) or as per-batch error data (`"pool"`: inside a batch on the worker
+ * pool) and never aborts the process. Not part of the public API.
+ */
+export declare function __panicForTesting(site: string): BatchReport
+
 /** What happened to one batch. */
 export interface BatchReport {
   spans: number

@@ -124,7 +124,7 @@ fn blocking_pool() -> Spawn {
 
 #[napi]
 impl NativeExporter {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(
         options: NativeOptions,
         on_batch: Option<Function<Buffer, Promise<()>>>,
@@ -212,7 +212,7 @@ impl NativeExporter {
 
     /// Processes one batch, framed as one or more segments, on the blocking pool. The batch is
     /// accepted (counted, and covered by later flushes) before this returns.
-    #[napi(ts_return_type = "Promise<BatchReport>")]
+    #[napi(ts_return_type = "Promise<BatchReport>", catch_unwind)]
     pub fn export<'env>(
         &self,
         env: &'env Env,
@@ -245,7 +245,7 @@ impl NativeExporter {
 
     /// Processor mode: queues one span frame (copied). Returns false when it was refused
     /// (queue full: dropped; shut down: failed); `stats()` counts it either way.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn enqueue(&self, frame: &[u8]) -> Result<bool> {
         let processor = self
             .processor
@@ -255,7 +255,7 @@ impl NativeExporter {
     }
 
     /// Waits until everything accepted before the call is written. Resolves false on timeout.
-    #[napi(ts_return_type = "Promise<boolean>")]
+    #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
     pub fn flush<'env>(
         &self,
         env: &'env Env,
@@ -265,7 +265,7 @@ impl NativeExporter {
     }
 
     /// Refuses new spans, then flushes. Idempotent. Resolves false on timeout.
-    #[napi(ts_return_type = "Promise<boolean>")]
+    #[napi(ts_return_type = "Promise<boolean>", catch_unwind)]
     pub fn shutdown<'env>(
         &self,
         env: &'env Env,
@@ -275,7 +275,7 @@ impl NativeExporter {
     }
 
     /// Current counters.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> Stats {
         let s = self.shared.exporter.stats();
         Stats {
@@ -439,7 +439,7 @@ pub struct HashResult {
 
 /// Hashes one payload with exactly the exporter's code. Synchronous: it runs on the calling
 /// thread (microseconds for request-sized payloads).
-#[napi]
+#[napi(catch_unwind)]
 pub fn hash_payload(
     json: Either<String, Buffer>,
     options: Option<HashOptions>,
@@ -467,4 +467,20 @@ pub fn hash_payload(
         decoded_value_json: String::from_utf8(p.canonical)
             .map_err(|e| Error::from_reason(e.to_string()))?,
     })
+}
+
+/// Panics on purpose, so tests can check that a Rust panic surfaces as a JS error (`"sync"`:
+/// in a synchronous call) or as per-batch error data (`"pool"`: inside a batch on the worker
+/// pool) and never aborts the process. Not part of the public API.
+#[napi(catch_unwind, js_name = "__panicForTesting")]
+pub fn panic_for_testing(site: String) -> Result<BatchReport> {
+    match site.as_str() {
+        "sync" => panic!("offloop test panic (sync)"),
+        "pool" => {
+            let exporter = Exporter::new(ExporterConfig::default())
+                .map_err(|e| Error::from_reason(e.to_string()))?;
+            Ok(report(&exporter.process_with_panic_for_testing()))
+        }
+        other => Err(invalid(format!("unknown panic site {other:?}"))),
+    }
 }

@@ -353,29 +353,41 @@ impl Exporter {
         bodies: Vec<(u32, SpanSlice<'_>)>,
         lost: Vec<Lost>,
     ) -> BatchResult {
+        self.guarded(declared, || self.run_inner(declared, bodies, lost))
+    }
+
+    /// Runs `f`, turning a panic into a batch whose `declared` spans all failed with the panic
+    /// message: a bug in the pipeline must never take the host process down.
+    fn guarded(&self, declared: u32, f: impl FnOnce() -> BatchResult) -> BatchResult {
         let start = Instant::now();
-        let mut result = catch_unwind(AssertUnwindSafe(|| self.run_inner(declared, bodies, lost)))
-            .unwrap_or_else(|panic| {
-                let mut r = BatchResult {
-                    spans: declared,
-                    failed: declared,
-                    ..BatchResult::default()
-                };
-                r.errors.push(SpanError {
-                    index: 0,
-                    trace_id: String::new(),
-                    span_id: String::new(),
-                    stage: Stage::Frame,
-                    message: format!(
-                        "internal error while processing the batch: {}",
-                        panic_message(&panic)
-                    ),
-                    dropped: false,
-                });
-                r
+        let mut result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+            let mut r = BatchResult {
+                spans: declared,
+                failed: declared,
+                ..BatchResult::default()
+            };
+            r.errors.push(SpanError {
+                index: 0,
+                trace_id: String::new(),
+                span_id: String::new(),
+                stage: Stage::Frame,
+                message: format!(
+                    "internal error while processing the batch: {}",
+                    panic_message(&panic)
+                ),
+                dropped: false,
             });
+            r
+        });
         result.duration = start.elapsed();
         result
+    }
+
+    /// A batch of one span whose processing panics, through the same guard as real batches.
+    /// For tests of panic containment (e.g. from JS); not part of the supported API.
+    #[doc(hidden)]
+    pub fn process_with_panic_for_testing(&self) -> BatchResult {
+        self.guarded(1, || panic!("offloop test panic (pool)"))
     }
 
     fn run_inner(

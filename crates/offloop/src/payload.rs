@@ -4,6 +4,8 @@
 //! This is the single code path behind the exporter, [`hash_payload`] (JS `hashPayload`) and
 //! the replay matcher, so record-time and replay-time hashes cannot disagree.
 
+use std::cell::RefCell;
+
 use crate::hash::HashAlgorithm;
 use crate::json::walk::{walk, Emit, Sinks};
 use crate::merges::Merges;
@@ -44,35 +46,75 @@ pub fn process(
     merges: Option<&Merges>,
     algo: HashAlgorithm,
 ) -> Result<Payload, String> {
-    process_with(json, merges, algo, true)
+    process_with(json, merges, algo, Want::ALL)
 }
 
-/// [`process`], leaving `struct_bytes` empty unless `with_struct` (only protobuf output
-/// needs it).
+/// Which optional outputs [`process_with`] returns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Want {
+    /// `Payload::struct_bytes` (only protobuf output needs it).
+    pub struct_bytes: bool,
+    /// `Payload::canonical` (the exporter needs only its hash).
+    pub canonical: bool,
+}
+
+impl Want {
+    pub const ALL: Want = Want {
+        struct_bytes: true,
+        canonical: true,
+    };
+}
+
+thread_local! {
+    /// Working storage reused by every payload processed on this thread: the parser's input
+    /// copy and tape, the walker's stacks and the canonical buffer.
+    static WORK: RefCell<Sinks> = RefCell::new(Sinks::default());
+}
+
+/// [`process`], returning only the optional outputs in `want`.
 pub(crate) fn process_with(
     json: &[u8],
     merges: Option<&Merges>,
     algo: HashAlgorithm,
-    with_struct: bool,
+    want: Want,
 ) -> Result<Payload, String> {
-    let mut sinks = Sinks::with_capacity(json.len());
+    WORK.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut sinks) => process_into(&mut sinks, json, merges, algo, want),
+        // Not reachable today (nothing re-enters), but never worth a panic.
+        Err(_) => process_into(&mut Sinks::default(), json, merges, algo, want),
+    })
+}
+
+fn process_into(
+    sinks: &mut Sinks,
+    json: &[u8],
+    merges: Option<&Merges>,
+    algo: HashAlgorithm,
+    want: Want,
+) -> Result<Payload, String> {
+    sinks.clear_outputs();
     let verbatim = stored_verbatim(json);
     let emit = Emit {
         compact: verbatim.is_none(),
-        pb: with_struct,
+        pb: want.struct_bytes,
         schema: true,
     };
-    let schema = walk(json, &mut sinks, emit, merges)
-        .map_err(describe_json_error)?
-        .expect("schema requested");
+    let schema = walk(json, sinks, emit, merges)?.expect("schema requested");
     let mut schema_json = Vec::with_capacity(128);
     schema.write_canonical(&mut schema_json);
     Ok(Payload {
         value_hash: algo.hex(&sinks.canon),
         schema_hash: algo.hex(&schema_json),
-        value_json: verbatim.map(<[u8]>::to_vec).unwrap_or(sinks.compact),
-        struct_bytes: sinks.pb,
-        canonical: sinks.canon,
+        value_json: match verbatim {
+            Some(v) => v.to_vec(),
+            None => std::mem::take(&mut sinks.compact),
+        },
+        struct_bytes: std::mem::take(&mut sinks.pb),
+        canonical: if want.canonical {
+            sinks.canon.clone()
+        } else {
+            Vec::new()
+        },
         schema,
     })
 }
@@ -108,20 +150,6 @@ pub fn hash_payload(
     process(json, merges.as_ref(), algo)
 }
 
-/// Turns serde_json's message into one that says what was wrong, for humans.
-pub(crate) fn describe_json_error(e: serde_json::Error) -> String {
-    let msg = e.to_string();
-    if msg.contains("recursion limit") {
-        format!("nested deeper than 128 levels ({msg})")
-    } else if msg.contains("surrogate") {
-        format!("invalid JSON: lone UTF-16 surrogate escape ({msg})")
-    } else if msg.contains("invalid unicode") || msg.contains("UTF-8") {
-        format!("invalid UTF-8 ({msg})")
-    } else {
-        format!("invalid JSON: {msg}")
-    }
-}
-
 /// Compact JSON and `google.protobuf.Struct` bytes of a value that is stored but not hashed
 /// (`td.metadata`).
 pub fn encode_value(json: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
@@ -132,7 +160,7 @@ pub fn encode_value(json: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
         pb: true,
         schema: false,
     };
-    walk(json, &mut sinks, emit, None).map_err(describe_json_error)?;
+    walk(json, &mut sinks, emit, None)?;
     Ok((
         verbatim.map(<[u8]>::to_vec).unwrap_or(sinks.compact),
         sinks.pb,

@@ -160,18 +160,22 @@ pub fn payload_bytes(frame: &SpanFrame<'_>) -> usize {
 /// Records one validated span.
 pub fn record(frame: &SpanFrame<'_>, opts: &RecordOptions) -> Result<SpanRecord, RecordError> {
     let algo = opts.hash;
+    let want = payload::Want {
+        struct_bytes: opts.proto,
+        canonical: false,
+    };
     let input = match frame.attr(attrs::INPUT_VALUE) {
         None => {
             // No td.inputValue: the span's other attributes are its input value.
             let json = other_attributes_json(frame);
-            payload::process_with(&json, None, algo, opts.proto)
+            payload::process_with(&json, None, algo, want)
                 .map_err(|e| (Stage::Input, format!("attributes: {e}")))?
         }
         Some(v) => {
             let json = json_attr(attrs::INPUT_VALUE, v).map_err(|e| (Stage::Input, e))?;
             let merges =
                 merges_attr(frame, attrs::INPUT_SCHEMA_MERGES).map_err(|e| (Stage::Input, e))?;
-            payload::process_with(json, merges.as_ref(), algo, opts.proto)
+            payload::process_with(json, merges.as_ref(), algo, want)
                 .map_err(|e| (Stage::Input, format!("{}: {e}", attrs::INPUT_VALUE)))?
         }
     };
@@ -185,7 +189,7 @@ pub fn record(frame: &SpanFrame<'_>, opts: &RecordOptions) -> Result<SpanRecord,
             let json = json_attr(attrs::OUTPUT_VALUE, v).map_err(|e| (Stage::Output, e))?;
             let merges =
                 merges_attr(frame, attrs::OUTPUT_SCHEMA_MERGES).map_err(|e| (Stage::Output, e))?;
-            output_owned = payload::process_with(json, merges.as_ref(), algo, opts.proto)
+            output_owned = payload::process_with(json, merges.as_ref(), algo, want)
                 .map_err(|e| (Stage::Output, format!("{}: {e}", attrs::OUTPUT_VALUE)))?;
             &output_owned
         }

@@ -1,7 +1,7 @@
 //! The single pass over a payload's JSON bytes.
 //!
-//! serde_json tokenizes and validates (UTF-8, escapes, numbers, a nesting limit of 128); this
-//! visitor emits, while tokens arrive and without building a tree:
+//! simd-json tokenizes and validates (UTF-8, escapes, numbers, a nesting limit of 128) into a
+//! flat tape of tokens — no tree, no allocation per node. One walk over the tape emits:
 //! - `canon`: the canonical bytes that are hashed (JS key order, JS numbers, duplicate keys
 //!   resolved last-wins like `JSON.parse`, `__proto__` dropped like the JS reference),
 //! - `pb`: the `google.protobuf.Struct` encoding for the protobuf `Span`,
@@ -11,16 +11,15 @@
 //! Top-level keys named in schema merges are hashed and schema-inferred *decoded* (base64,
 //! then JSON) while `compact` and `pb` keep the stored, encoded value (reference §2.4).
 //!
-//! Allocation: keys, per-object entries, list ranges and the reordering scratch space live in
-//! stacks inside [`Sinks`] that are reused across nodes, so a walk allocates only when a
-//! buffer grows and for schema nodes.
+//! Allocation: keys, per-object entries, list ranges, the reordering scratch space, the input
+//! copy simd-json parses in place and its tape all live in [`Sinks`] and are reused, so a
+//! walk allocates only when a buffer grows and for schema nodes.
 
 use std::cmp::Ordering;
-use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use simd_json::{Buffers, Node, StaticNode};
 
 use super::escape::write_json_str;
 use super::keys::cmp_js_keys;
@@ -29,8 +28,11 @@ use super::pb;
 use crate::merges::{Merge, Merges};
 use crate::schema::{types, Schema};
 
-/// Output buffers of one walk, plus the reusable working stacks.
-#[derive(Default, Debug)]
+/// Deepest nesting accepted. Deeper input is an error, never a stack overflow.
+pub const MAX_DEPTH: usize = 128;
+
+/// Output buffers of one walk, plus the reusable working storage.
+#[derive(Default)]
 pub(crate) struct Sinks {
     pub compact: Vec<u8>,
     pub canon: Vec<u8>,
@@ -43,6 +45,33 @@ pub(crate) struct Sinks {
     /// The last object shape seen at each depth: rows of a result set share their keys, so
     /// their canonical order is computed once.
     shapes: Vec<Shape>,
+    /// simd-json parses a padded copy of the input in place.
+    input: Vec<u8>,
+    buffers: Option<Buffers>,
+    tape: Vec<Node<'static>>,
+}
+
+impl std::fmt::Debug for Sinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sinks").finish_non_exhaustive()
+    }
+}
+
+impl Sinks {
+    /// Empties the outputs, keeping every buffer's capacity.
+    pub fn clear_outputs(&mut self) {
+        self.compact.clear();
+        self.canon.clear();
+        self.pb.clear();
+    }
+
+    pub fn with_capacity(n: usize) -> Sinks {
+        Sinks {
+            canon: Vec::with_capacity(n + 64),
+            scratch: Vec::with_capacity(n / 4),
+            ..Sinks::default()
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -53,15 +82,15 @@ struct Shape {
     sorted: bool,
 }
 
-impl Sinks {
-    pub fn with_capacity(n: usize) -> Sinks {
-        Sinks {
-            canon: Vec::with_capacity(n + 64),
-            pb: Vec::with_capacity(n + n / 2),
-            scratch: Vec::with_capacity(n / 4),
-            ..Sinks::default()
-        }
-    }
+#[derive(Debug)]
+struct Entry {
+    /// Into `Sinks::keys`.
+    key: Range<usize>,
+    /// `"key":value` in `canon`.
+    canon: Range<usize>,
+    /// The value's `google.protobuf.Value` in `pb`.
+    pb: Range<usize>,
+    schema: Option<Schema>,
 }
 
 /// Which outputs to produce. Canonical bytes are always produced.
@@ -81,52 +110,116 @@ impl Emit {
 }
 
 /// Walks `bytes`, appending to `sinks`. `merges` is `Some` when the payload came with a merge
-/// map (even an empty one: JS then spreads the root into a fresh object).
+/// map (even an empty one: JS then spreads the root into a fresh object). Errors say what is
+/// wrong and where, without naming the field (callers prefix it).
 pub(crate) fn walk(
     bytes: &[u8],
     sinks: &mut Sinks,
     emit: Emit,
     merges: Option<&Merges>,
-) -> Result<Option<Schema>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let schema = Walker {
-        sinks,
-        emit,
-        depth: 0,
-        root: true,
-        merges,
-        decode: None,
+) -> Result<Option<Schema>, String> {
+    let mut input = std::mem::take(&mut sinks.input);
+    input.clear();
+    input.extend_from_slice(bytes);
+    input.resize(bytes.len() + simd_json::INPUT_PADDING, 0);
+    let mut buffers = sinks
+        .buffers
+        .take()
+        .unwrap_or_else(|| Buffers::with_max_depth(bytes.len(), MAX_DEPTH));
+    let mut tape = simd_json::Tape(recycle(std::mem::take(&mut sinks.tape)));
+    let result = match simd_json::fill_tape_padded(&mut input, bytes.len(), &mut buffers, &mut tape)
+    {
+        Err(e) => Err(describe(&e, bytes)),
+        Ok(()) => {
+            let ctx = Ctx {
+                emit,
+                depth: 0,
+                root: true,
+                decode: None,
+            };
+            let mut walker = Walker { sinks, merges };
+            walker.value(&tape.0, 0, ctx).map(|(_, schema)| schema)
+        }
+    };
+    sinks.tape = recycle(tape.0);
+    sinks.buffers = Some(buffers);
+    sinks.input = input;
+    result
+}
+
+/// Reuses a tape's allocation across inputs (an empty `Vec` carries no borrow).
+fn recycle<'a, 'b>(mut v: Vec<Node<'a>>) -> Vec<Node<'b>> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("cleared")).collect()
+}
+
+/// simd-json's error, said for humans.
+fn describe(e: &simd_json::Error, bytes: &[u8]) -> String {
+    use simd_json::ErrorType as T;
+    let at = e.index();
+    match e.error() {
+        T::DepthLimitExceeded => format!("nested deeper than {MAX_DEPTH} levels (at byte {at})"),
+        T::InvalidUtf8 => format!("invalid UTF-8 (at byte {at})"),
+        T::InvalidUnicodeCodepoint | T::InvalidUnicodeEscape => {
+            format!("invalid JSON: invalid \\u escape or lone UTF-16 surrogate (at byte {at})")
+        }
+        T::Eof | T::UnterminatedString => format!(
+            "invalid JSON: unexpected end of input (at byte {at} of {})",
+            bytes.len()
+        ),
+        T::InvalidNumber | T::InvalidExponent | T::Overflow => {
+            format!("invalid JSON: malformed number (at byte {at})")
+        }
+        T::TrailingData => {
+            format!("invalid JSON: trailing characters after the value (at byte {at})")
+        }
+        T::InputTooLarge => "input too large for the JSON parser".to_string(),
+        other => match e.character() {
+            Some(c) => format!("invalid JSON: {other:?}: unexpected {c:?} (at byte {at})"),
+            None => format!("invalid JSON: {other:?} (at byte {at})"),
+        },
     }
-    .deserialize(&mut de)?;
-    de.end()?;
-    Ok(schema)
 }
 
 struct Walker<'s, 'm> {
     sinks: &'s mut Sinks,
+    /// The payload's merge map; applies to the root object's keys only.
+    merges: Option<&'m Merges>,
+}
+
+#[derive(Clone, Copy)]
+struct Ctx<'m> {
     emit: Emit,
     depth: usize,
     /// The payload root: its protobuf form is a `Struct` (empty unless it is an object).
     root: bool,
-    /// Only at the root.
-    merges: Option<&'m Merges>,
     /// Set for a top-level value whose merge decodes it.
     decode: Option<&'m Merge>,
 }
 
-#[derive(Debug)]
-struct Entry {
-    /// Into `Sinks::keys`.
-    key: Range<usize>,
-    /// `"key":value` in `canon`.
-    canon: Range<usize>,
-    /// The value's `google.protobuf.Value` in `pb`.
-    pb: Range<usize>,
-    schema: Option<Schema>,
+impl<'m> Ctx<'m> {
+    fn child(self, emit: Emit, decode: Option<&'m Merge>) -> Ctx<'m> {
+        Ctx {
+            emit,
+            depth: self.depth + 1,
+            root: false,
+            decode,
+        }
+    }
 }
 
-fn write_str(out: &mut Vec<u8>, s: &str, plain: bool) {
-    if plain {
+/// True when `s` can be written between quotes as is (`JSON.stringify` escapes nothing in it).
+fn plain(s: &str) -> bool {
+    // Branch-free per chunk so it vectorizes; strings are mostly short and plain.
+    s.as_bytes().chunks(16).all(|c| {
+        !c.iter().fold(false, |bad, &b| {
+            bad | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
+    })
+}
+
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    if plain(s) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -136,144 +229,117 @@ fn write_str(out: &mut Vec<u8>, s: &str, plain: bool) {
     }
 }
 
-/// Copies object keys into `Sinks::keys`; `plain` when the source had no escapes in it.
-struct KeySeed<'a>(&'a mut String);
-
-impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = (Range<usize>, bool);
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
-    }
+fn varint_len(n: usize) -> usize {
+    ((usize::BITS - (n | 1).leading_zeros()) as usize).div_ceil(7)
 }
 
-impl<'de> Visitor<'de> for KeySeed<'_> {
-    type Value = (Range<usize>, bool);
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object key")
-    }
-    fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
-        let start = self.0.len();
-        self.0.push_str(s);
-        Ok((start..self.0.len(), true))
-    }
-    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
-        let start = self.0.len();
-        self.0.push_str(s);
-        Ok((start..self.0.len(), false))
-    }
-}
+type Walked = Result<(usize, Option<Schema>), String>;
 
-impl<'s, 'm> Walker<'s, 'm> {
-    fn child<'c>(&'c mut self, emit: Emit, decode: Option<&'m Merge>) -> Walker<'c, 'm> {
-        Walker {
-            sinks: self.sinks,
-            emit,
-            depth: self.depth + 1,
-            root: false,
-            merges: None,
-            decode,
+impl<'m> Walker<'_, 'm> {
+    /// Walks the value at `nodes[i]`; returns the index after it.
+    fn value(&mut self, nodes: &[Node<'_>], i: usize, ctx: Ctx<'m>) -> Walked {
+        match nodes[i] {
+            Node::Static(s) => Ok((i + 1, self.scalar(s, ctx))),
+            Node::String(s) => Ok((i + 1, self.string(s, ctx))),
+            Node::Array { len, .. } => self.array(nodes, i, len, ctx),
+            Node::Object { len, .. } => self.object(nodes, i, len, ctx),
         }
-    }
-
-    /// Whether this node writes a `google.protobuf.Value` (the root writes a `Struct`).
-    fn pb_value(&self) -> bool {
-        self.emit.pb && !self.root
     }
 
     /// `{...primitive}` in JS is `{}`: applies at the root of a payload with merges.
-    fn spread_root(&self) -> bool {
-        self.root && self.merges.is_some()
+    fn spread_root(&self, ctx: Ctx<'_>) -> bool {
+        ctx.root && self.merges.is_some()
     }
 
-    fn scalar(&mut self, ty: i32, text: &[u8], pb: impl FnOnce(&mut Vec<u8>)) -> Option<Schema> {
-        if self.emit.compact {
+    fn scalar(&mut self, s: StaticNode, ctx: Ctx<'_>) -> Option<Schema> {
+        let mut num = JsNumber::default();
+        let (ty, text): (i32, &[u8]) = match s {
+            StaticNode::Null => (types::NULL, b"null"),
+            StaticNode::Bool(true) => (types::BOOLEAN, b"true"),
+            StaticNode::Bool(false) => (types::BOOLEAN, b"false"),
+            StaticNode::I64(v) => (types::NUMBER, num.format(v as f64).as_bytes()),
+            StaticNode::U64(v) => (types::NUMBER, num.format(v as f64).as_bytes()),
+            StaticNode::F64(v) => (types::NUMBER, num.format(v).as_bytes()),
+        };
+        if ctx.emit.compact {
             self.sinks.compact.extend_from_slice(text);
         }
-        if self.spread_root() {
+        if self.spread_root(ctx) {
             self.sinks.canon.extend_from_slice(b"{}");
-            return self.emit.schema.then(|| Schema::leaf(types::OBJECT));
+            return ctx.emit.schema.then(|| Schema::leaf(types::OBJECT));
         }
         self.sinks.canon.extend_from_slice(text);
-        if self.pb_value() {
-            pb(&mut self.sinks.pb);
+        if ctx.emit.pb && !ctx.root {
+            let out = &mut self.sinks.pb;
+            match s {
+                StaticNode::Null => pb::value_null(out),
+                StaticNode::Bool(b) => pb::value_bool(out, b),
+                StaticNode::I64(v) => pb::value_number(out, v as f64),
+                StaticNode::U64(v) => pb::value_number(out, v as f64),
+                StaticNode::F64(v) => pb::value_number(out, v),
+            }
         }
-        self.emit.schema.then(|| Schema::leaf(ty))
+        ctx.emit.schema.then(|| Schema::leaf(ty))
     }
 
-    fn number(&mut self, v: f64) -> Option<Schema> {
-        let mut buf = JsNumber::default();
-        let text = buf.format(v);
-        self.scalar(types::NUMBER, text.as_bytes(), |o| pb::value_number(o, v))
-    }
-
-    fn string(&mut self, s: &str, plain: bool) -> Option<Schema> {
-        if let Some(merge) = self.decode {
-            return self.decoded_string(merge, s, plain);
+    fn string(&mut self, s: &str, ctx: Ctx<'_>) -> Option<Schema> {
+        if let Some(merge) = ctx.decode {
+            return self.decoded_string(merge, s, ctx);
         }
-        if self.spread_root() {
-            return self.spread_string(s, plain);
+        if self.spread_root(ctx) {
+            return self.spread_string(s, ctx);
         }
         let start = self.sinks.canon.len();
-        write_str(&mut self.sinks.canon, s, plain);
-        if self.emit.compact {
+        write_str(&mut self.sinks.canon, s);
+        if ctx.emit.compact {
             let Sinks { canon, compact, .. } = &mut *self.sinks;
             compact.extend_from_slice(&canon[start..]);
         }
-        if self.pb_value() {
+        if ctx.emit.pb && !ctx.root {
             pb::value_string(&mut self.sinks.pb, s);
         }
-        self.emit.schema.then(|| Schema::leaf(types::STRING))
+        ctx.emit.schema.then(|| Schema::leaf(types::STRING))
     }
 
     /// A top-level string under a decoding merge: stored as is, hashed decoded.
-    fn decoded_string(&mut self, merge: &Merge, s: &str, plain: bool) -> Option<Schema> {
-        if self.emit.compact {
-            write_str(&mut self.sinks.compact, s, plain);
+    fn decoded_string(&mut self, merge: &Merge, s: &str, ctx: Ctx<'_>) -> Option<Schema> {
+        if ctx.emit.compact {
+            write_str(&mut self.sinks.compact, s);
         }
-        if self.emit.pb {
+        if ctx.emit.pb {
             pb::value_string(&mut self.sinks.pb, s);
         }
         let text = merge.decode_text(s);
         if merge.parses_json() {
-            let mark = self.sinks.canon.len();
-            // A parse that fails midway leaves partial entries on the shared stacks.
-            let stacks = (
-                self.sinks.entries.len(),
-                self.sinks.keys.len(),
-                self.sinks.ranges.len(),
-            );
+            // The decoded body is a document of its own: parse it with its own buffers and
+            // walk it into the same canonical output (nothing stored, nothing in `pb`).
+            let mut sub = Sinks::default();
             let emit = Emit {
                 compact: false,
                 pb: false,
-                schema: self.emit.schema,
+                schema: ctx.emit.schema,
             };
-            let mut de = serde_json::Deserializer::from_str(&text);
-            let parsed = self
-                .child(emit, None)
-                .deserialize(&mut de)
-                .and_then(|schema| de.end().map(|_| schema));
+            std::mem::swap(&mut sub.canon, &mut self.sinks.canon);
+            let mark = sub.canon.len();
+            let parsed = walk(text.as_bytes(), &mut sub, emit, None);
+            std::mem::swap(&mut sub.canon, &mut self.sinks.canon);
             match parsed {
                 Ok(schema) => return schema,
-                Err(_) => {
-                    self.sinks.canon.truncate(mark);
-                    self.sinks.entries.truncate(stacks.0);
-                    self.sinks.keys.truncate(stacks.1);
-                    self.sinks.ranges.truncate(stacks.2);
-                }
+                Err(_) => self.sinks.canon.truncate(mark),
             }
             if merge.restores_original_on_parse_error() {
-                write_str(&mut self.sinks.canon, s, plain);
-                return self.emit.schema.then(|| Schema::leaf(types::STRING));
+                write_str(&mut self.sinks.canon, s);
+                return ctx.emit.schema.then(|| Schema::leaf(types::STRING));
             }
         }
-        write_json_str(&mut self.sinks.canon, &text);
-        self.emit.schema.then(|| Schema::leaf(types::STRING))
+        write_str(&mut self.sinks.canon, &text);
+        ctx.emit.schema.then(|| Schema::leaf(types::STRING))
     }
 
     /// `{..."str"}` in JS: an object of UTF-16 code units.
-    fn spread_string(&mut self, s: &str, plain: bool) -> Option<Schema> {
-        if self.emit.compact {
-            write_str(&mut self.sinks.compact, s, plain);
+    fn spread_string(&mut self, s: &str, ctx: Ctx<'_>) -> Option<Schema> {
+        if ctx.emit.compact {
+            write_str(&mut self.sinks.compact, s);
         }
         let canon = &mut self.sinks.canon;
         canon.push(b'{');
@@ -287,15 +353,180 @@ impl<'s, 'm> Walker<'s, 'm> {
                 Some(c) => write_json_str(canon, c.encode_utf8(&mut [0; 4])),
                 None => canon.extend_from_slice(format!("\"\\u{unit:04x}\"").as_bytes()),
             }
-            if self.emit.schema {
+            if ctx.emit.schema {
                 props.push((i.to_string(), Schema::leaf(types::STRING)));
             }
         }
         canon.push(b'}');
-        self.emit.schema.then(|| Schema {
+        ctx.emit.schema.then(|| Schema {
             properties: props,
             ..Schema::leaf(types::OBJECT)
         })
+    }
+
+    fn array(&mut self, nodes: &[Node<'_>], at: usize, len: usize, ctx: Ctx<'m>) -> Walked {
+        // With merges, JS spreads an array root into `{"0":…,"1":…}` before hashing.
+        let spread = self.spread_root(ctx);
+        let pb_on = ctx.emit.pb && !ctx.root;
+        let canon_base = self.sinks.canon.len();
+        let pb_base = self.sinks.pb.len();
+        let ebase = self.sinks.entries.len();
+        let kbase = self.sinks.keys.len();
+        let rbase = self.sinks.ranges.len();
+        let mut items: Option<Schema> = None;
+        if ctx.emit.compact {
+            self.sinks.compact.push(b'[');
+        }
+        self.sinks.canon.push(if spread { b'{' } else { b'[' });
+        let mut i = at + 1;
+        for n in 0..len {
+            if n > 0 {
+                if ctx.emit.compact {
+                    self.sinks.compact.push(b',');
+                }
+                self.sinks.canon.push(b',');
+            }
+            let canon_start = self.sinks.canon.len();
+            let ps = self.sinks.pb.len();
+            let mut key = 0..0;
+            let mut decode = None;
+            if spread {
+                let name = n.to_string();
+                let keys = &mut self.sinks.keys;
+                key = keys.len()..keys.len() + name.len();
+                keys.push_str(&name);
+                write_str(&mut self.sinks.canon, &name);
+                self.sinks.canon.push(b':');
+                decode = self
+                    .merges
+                    .and_then(|m| m.get(&name))
+                    .filter(|m| m.decodes());
+            }
+            let emit = Emit {
+                compact: ctx.emit.compact,
+                pb: pb_on,
+                schema: ctx.emit.schema && (spread || n == 0),
+            };
+            let (next, schema) = self.value(nodes, i, ctx.child(emit, decode))?;
+            i = next;
+            if spread {
+                let canon = canon_start..self.sinks.canon.len();
+                self.sinks.entries.push(Entry {
+                    key,
+                    canon,
+                    pb: 0..0,
+                    schema,
+                });
+            } else {
+                if n == 0 {
+                    items = schema;
+                }
+                if pb_on {
+                    self.sinks.ranges.push(ps..self.sinks.pb.len());
+                }
+            }
+        }
+        if ctx.emit.compact {
+            self.sinks.compact.push(b']');
+        }
+        if spread {
+            self.sinks.canon.push(b'}');
+            // An array root has an empty Struct.
+            let ctx = Ctx {
+                emit: Emit {
+                    pb: false,
+                    ..ctx.emit
+                },
+                ..ctx
+            };
+            let schema = self.finish_object(ctx, ebase, kbase, canon_base, pb_base);
+            return Ok((i, schema));
+        }
+        self.sinks.canon.push(b']');
+        if pb_on {
+            let Sinks {
+                pb: pbuf,
+                ranges,
+                scratch,
+                ..
+            } = &mut *self.sinks;
+            scratch.clear();
+            for r in &ranges[rbase..] {
+                pb::put_len_prefixed(scratch, 1, &pbuf[r.clone()]);
+            }
+            ranges.truncate(rbase);
+            pbuf.truncate(pb_base);
+            pb::put_len_prefixed(pbuf, 6, scratch);
+        }
+        let schema = ctx.emit.schema.then(|| Schema {
+            items: items.map(Box::new),
+            ..Schema::leaf(types::ORDERED_LIST)
+        });
+        Ok((i, schema))
+    }
+
+    fn object(&mut self, nodes: &[Node<'_>], at: usize, len: usize, ctx: Ctx<'m>) -> Walked {
+        let canon_base = self.sinks.canon.len();
+        let pb_base = self.sinks.pb.len();
+        let ebase = self.sinks.entries.len();
+        let kbase = self.sinks.keys.len();
+        if ctx.emit.compact {
+            self.sinks.compact.push(b'{');
+        }
+        self.sinks.canon.push(b'{');
+        let mut i = at + 1;
+        for n in 0..len {
+            let Node::String(name) = nodes[i] else {
+                return Err("invalid JSON: object key is not a string".to_string());
+            };
+            i += 1;
+            let Sinks {
+                canon,
+                compact,
+                keys,
+                ..
+            } = &mut *self.sinks;
+            let key = keys.len()..keys.len() + name.len();
+            keys.push_str(name);
+            if n > 0 {
+                canon.push(b',');
+            }
+            let cs = canon.len();
+            write_str(canon, name);
+            canon.push(b':');
+            if ctx.emit.compact {
+                if n > 0 {
+                    compact.push(b',');
+                }
+                compact.extend_from_slice(&canon[cs..]);
+            }
+            let decode = if ctx.root {
+                self.merges
+                    .and_then(|m| m.get(name))
+                    .filter(|m| m.decodes())
+            } else {
+                None
+            };
+            let ps = self.sinks.pb.len();
+            let (next, schema) = self.value(nodes, i, ctx.child(ctx.emit, decode))?;
+            i = next;
+            let canon = cs..self.sinks.canon.len();
+            let pb = ps..self.sinks.pb.len();
+            self.sinks.entries.push(Entry {
+                key,
+                canon,
+                pb,
+                schema,
+            });
+        }
+        if ctx.emit.compact {
+            self.sinks.compact.push(b'}');
+        }
+        self.sinks.canon.push(b'}');
+        Ok((
+            i,
+            self.finish_object(ctx, ebase, kbase, canon_base, pb_base),
+        ))
     }
 
     /// Finishes an object whose entries are `entries[ebase..]` and whose canonical bytes
@@ -303,13 +534,12 @@ impl<'s, 'm> Walker<'s, 'm> {
     /// (unless they already are), writes the `Struct`, builds the schema.
     fn finish_object(
         &mut self,
+        ctx: Ctx<'_>,
         ebase: usize,
         kbase: usize,
         canon_base: usize,
         pb_base: usize,
     ) -> Option<Schema> {
-        let pb_on = self.emit.pb;
-        let root = self.root;
         let Sinks {
             canon,
             pb: pbuf,
@@ -320,17 +550,16 @@ impl<'s, 'm> Walker<'s, 'm> {
             shapes,
             ..
         } = &mut *self.sinks;
-        let depth = self.depth;
         let es = &mut entries[ebase..];
         let key = |e: &Entry| &keys[e.key.clone()];
 
         // Canonical order: keep the last of equal keys (`JSON.parse`), drop `__proto__`.
         // This object's keys are `keys[kbase..]` (children truncated theirs): if they match
         // the last object at this depth, reuse its order.
-        if shapes.len() <= depth {
-            shapes.resize_with(depth + 1, Shape::default);
+        if shapes.len() <= ctx.depth {
+            shapes.resize_with(ctx.depth + 1, Shape::default);
         }
-        let shape = &mut shapes[depth];
+        let shape = &mut shapes[ctx.depth];
         let same_shape = shape.keys == keys[kbase..]
             && shape.lens.len() == es.len()
             && shape
@@ -384,7 +613,7 @@ impl<'s, 'm> Walker<'s, 'm> {
             canon.extend_from_slice(scratch);
         }
 
-        if pb_on {
+        if ctx.emit.pb {
             scratch.clear();
             for e in es.iter() {
                 let k = key(e).as_bytes();
@@ -397,21 +626,22 @@ impl<'s, 'm> Walker<'s, 'm> {
                 pb::put_len_prefixed(scratch, 2, v);
             }
             pbuf.truncate(pb_base);
-            if root {
+            if ctx.root {
                 pbuf.extend_from_slice(scratch);
             } else {
                 pb::put_len_prefixed(pbuf, 5, scratch);
             }
         }
 
-        let schema = self.emit.schema.then(|| {
+        let merges = if ctx.root { self.merges } else { None };
+        let schema = ctx.emit.schema.then(|| {
             let properties = order
                 .iter()
                 .map(|&i| {
                     let e = &mut es[i];
                     let mut schema = e.schema.take().unwrap_or_else(|| Schema::leaf(types::NULL));
                     let name = keys[e.key.clone()].to_string();
-                    if let Some(merge) = self.merges.and_then(|m| m.get(&name)) {
+                    if let Some(merge) = merges.and_then(|m| m.get(&name)) {
                         schema.merge = Some(Arc::new(merge.clone()));
                     }
                     (name, schema)
@@ -425,215 +655,6 @@ impl<'s, 'm> Walker<'s, 'm> {
         entries.truncate(ebase);
         keys.truncate(kbase);
         schema
-    }
-}
-
-fn varint_len(n: usize) -> usize {
-    ((usize::BITS - (n | 1).leading_zeros()) as usize).div_ceil(7)
-}
-
-impl<'de> DeserializeSeed<'de> for Walker<'_, '_> {
-    type Value = Option<Schema>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Walker<'_, '_> {
-    type Value = Option<Schema>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_unit<E: de::Error>(mut self) -> Result<Self::Value, E> {
-        Ok(self.scalar(types::NULL, b"null", pb::value_null))
-    }
-
-    fn visit_bool<E: de::Error>(mut self, v: bool) -> Result<Self::Value, E> {
-        let text: &[u8] = if v { b"true" } else { b"false" };
-        Ok(self.scalar(types::BOOLEAN, text, |o| pb::value_bool(o, v)))
-    }
-
-    fn visit_i64<E: de::Error>(mut self, v: i64) -> Result<Self::Value, E> {
-        Ok(self.number(v as f64))
-    }
-
-    fn visit_u64<E: de::Error>(mut self, v: u64) -> Result<Self::Value, E> {
-        Ok(self.number(v as f64))
-    }
-
-    fn visit_f64<E: de::Error>(mut self, v: f64) -> Result<Self::Value, E> {
-        Ok(self.number(v))
-    }
-
-    fn visit_borrowed_str<E: de::Error>(mut self, s: &'de str) -> Result<Self::Value, E> {
-        // Borrowed straight from the source: it had no escapes, so it needs none.
-        Ok(self.string(s, true))
-    }
-
-    fn visit_str<E: de::Error>(mut self, s: &str) -> Result<Self::Value, E> {
-        Ok(self.string(s, false))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
-        // With merges, JS spreads an array root into `{"0":…,"1":…}` before hashing.
-        let spread = self.spread_root();
-        let canon_base = self.sinks.canon.len();
-        let pb_base = self.sinks.pb.len();
-        let ebase = self.sinks.entries.len();
-        let kbase = self.sinks.keys.len();
-        let rbase = self.sinks.ranges.len();
-        let pb_on = self.pb_value();
-        let mut items: Option<Schema> = None;
-        if self.emit.compact {
-            self.sinks.compact.push(b'[');
-        }
-        self.sinks.canon.push(if spread { b'{' } else { b'[' });
-        let mut i = 0usize;
-        loop {
-            let sep = i > 0;
-            if sep {
-                if self.emit.compact {
-                    self.sinks.compact.push(b',');
-                }
-                self.sinks.canon.push(b',');
-            }
-            let canon_mark = self.sinks.canon.len();
-            let mut key = 0..0;
-            let mut decode = None;
-            if spread {
-                let name = i.to_string();
-                let keys = &mut self.sinks.keys;
-                key = keys.len()..keys.len() + name.len();
-                keys.push_str(&name);
-                write_str(&mut self.sinks.canon, &name, true);
-                self.sinks.canon.push(b':');
-                decode = self
-                    .merges
-                    .and_then(|m| m.get(&name))
-                    .filter(|m| m.decodes());
-            }
-            let ps = self.sinks.pb.len();
-            let emit = Emit {
-                compact: self.emit.compact,
-                pb: pb_on,
-                schema: self.emit.schema && (spread || i == 0),
-            };
-            let Some(schema) = seq.next_element_seed(self.child(emit, decode))? else {
-                // No element: undo the separator (and the spread key).
-                self.sinks.canon.truncate(canon_mark - sep as usize);
-                if sep && self.emit.compact {
-                    self.sinks.compact.pop();
-                }
-                if spread {
-                    self.sinks.keys.truncate(key.start);
-                }
-                break;
-            };
-            if spread {
-                let canon = canon_mark..self.sinks.canon.len();
-                self.sinks.entries.push(Entry {
-                    key,
-                    canon,
-                    pb: 0..0,
-                    schema,
-                });
-            } else {
-                if i == 0 {
-                    items = schema;
-                }
-                if pb_on {
-                    self.sinks.ranges.push(ps..self.sinks.pb.len());
-                }
-            }
-            i += 1;
-        }
-        if self.emit.compact {
-            self.sinks.compact.push(b']');
-        }
-        if spread {
-            self.sinks.canon.push(b'}');
-            let saved = self.emit.pb;
-            self.emit.pb = false; // an array root has an empty Struct
-            let schema = self.finish_object(ebase, kbase, canon_base, pb_base);
-            self.emit.pb = saved;
-            return Ok(schema);
-        }
-        self.sinks.canon.push(b']');
-        if pb_on {
-            let Sinks {
-                pb: pbuf,
-                ranges,
-                scratch,
-                ..
-            } = &mut *self.sinks;
-            scratch.clear();
-            for r in &ranges[rbase..] {
-                pb::put_len_prefixed(scratch, 1, &pbuf[r.clone()]);
-            }
-            ranges.truncate(rbase);
-            pbuf.truncate(pb_base);
-            pb::put_len_prefixed(pbuf, 6, scratch);
-        }
-        Ok(self.emit.schema.then(|| Schema {
-            items: items.map(Box::new),
-            ..Schema::leaf(types::ORDERED_LIST)
-        }))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
-        let canon_base = self.sinks.canon.len();
-        let pb_base = self.sinks.pb.len();
-        let ebase = self.sinks.entries.len();
-        let kbase = self.sinks.keys.len();
-        if self.emit.compact {
-            self.sinks.compact.push(b'{');
-        }
-        self.sinks.canon.push(b'{');
-        let mut n = 0usize;
-        while let Some((key, plain)) = map.next_key_seed(KeySeed(&mut self.sinks.keys))? {
-            let Sinks {
-                canon,
-                compact,
-                keys,
-                ..
-            } = &mut *self.sinks;
-            let name = &keys[key.clone()];
-            if n > 0 {
-                canon.push(b',');
-            }
-            let cs = canon.len();
-            write_str(canon, name, plain);
-            canon.push(b':');
-            if self.emit.compact {
-                if n > 0 {
-                    compact.push(b',');
-                }
-                compact.extend_from_slice(&canon[cs..]);
-            }
-            let decode = self
-                .merges
-                .and_then(|m| m.get(name))
-                .filter(|m| m.decodes());
-            let ps = self.sinks.pb.len();
-            let emit = self.emit;
-            let schema = map.next_value_seed(self.child(emit, decode))?;
-            let canon = cs..self.sinks.canon.len();
-            let pb = ps..self.sinks.pb.len();
-            self.sinks.entries.push(Entry {
-                key,
-                canon,
-                pb,
-                schema,
-            });
-            n += 1;
-        }
-        if self.emit.compact {
-            self.sinks.compact.push(b'}');
-        }
-        self.sinks.canon.push(b'}');
-        Ok(self.finish_object(ebase, kbase, canon_base, pb_base))
     }
 }
 
@@ -674,6 +695,10 @@ mod tests {
         assert_eq!(canon("[]"), "[]");
         assert_eq!(canon("{}"), "{}");
         assert_eq!(canon(r#"[[],{},[1]]"#), r#"[[],{},[1]]"#);
+        assert_eq!(
+            canon("[20000000000000000000,-0,-0.0]"),
+            "[20000000000000000000,0,0]"
+        );
         // Shape cache: same concatenated keys, different boundaries or order.
         assert_eq!(
             canon(
@@ -685,6 +710,44 @@ mod tests {
             canon(r#"[{"m":{"z":1,"y":2},"b":0},{"m":{"z":3,"y":4},"b":1}]"#),
             r#"[{"b":0,"m":{"y":2,"z":1}},{"b":1,"m":{"y":4,"z":3}}]"#
         );
+    }
+
+    #[test]
+    fn numbers_match_serde_json_parsing_and_js_formatting() {
+        // simd-json must parse exactly like a correctly-rounding parser.
+        let literals = [
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "0.1",
+            "1.37",
+            "2.5e-3",
+            "1e21",
+            "1e-7",
+            "0.000001",
+            "123456789012345678",
+            "9007199254740993",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "5e-324",
+            "1.7976931348623157e308",
+            "2.2250738585072014e-308",
+            "0.30000000000000004",
+            "3.141592653589793238462643383279",
+            "1e22",
+            "123e-20",
+            "4.35",
+            "0.1e1",
+        ];
+        for lit in literals {
+            let ours = canon(lit);
+            let expected: f64 = serde_json::from_str::<f64>(lit).unwrap();
+            let mut e = Vec::new();
+            super::super::number::write_js_number(&mut e, expected);
+            assert_eq!(ours, String::from_utf8(e).unwrap(), "{lit}");
+        }
     }
 
     #[test]
@@ -715,10 +778,34 @@ mod tests {
     #[test]
     fn errors_are_reported_not_panics() {
         let mut s = Sinks::default();
-        assert!(walk(b"{\"a\":", &mut s, ALL, None).is_err());
+        let e = walk(b"{\"a\":", &mut s, ALL, None).unwrap_err();
+        assert!(e.starts_with("invalid JSON"), "{e}");
         let deep = "[".repeat(100_000);
-        assert!(walk(deep.as_bytes(), &mut s, ALL, None).is_err());
-        assert!(walk(b"\"\\ud800\"", &mut s, ALL, None).is_err());
-        assert!(walk(b"\"\xff\"", &mut s, ALL, None).is_err());
+        let e = walk(deep.as_bytes(), &mut s, ALL, None).unwrap_err();
+        assert!(e.starts_with("nested deeper than 128"), "{e}");
+        let ok_deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(walk(ok_deep.as_bytes(), &mut s, ALL, None).is_ok());
+        let e = walk(b"\"\\ud800\"", &mut s, ALL, None).unwrap_err();
+        assert!(e.contains("surrogate"), "{e}");
+        let e = walk(b"\"\xff\"", &mut s, ALL, None).unwrap_err();
+        assert!(e.contains("UTF-8"), "{e}");
+        let e = walk(b"[1] x", &mut s, ALL, None).unwrap_err();
+        assert!(e.starts_with("invalid JSON"), "{e}");
+        assert!(walk(b"", &mut s, ALL, None).is_err());
+        assert!(walk(b"NaN", &mut s, ALL, None).is_err());
+        // Beyond f64 range (JS would read Infinity and print null): refused, not guessed.
+        let e = walk(b"[1e400]", &mut s, ALL, None).unwrap_err();
+        assert!(e.contains("number"), "{e}");
+    }
+
+    #[test]
+    fn buffers_are_reused_safely_across_walks() {
+        let mut s = Sinks::default();
+        for doc in [r#"{"a":"x\"y"}"#, r#"[1,2,3]"#, r#"{"b":{"c":[true]}}"#] {
+            s.canon.clear();
+            walk(doc.as_bytes(), &mut s, ALL, None).unwrap();
+            let fresh = canon(doc);
+            assert_eq!(String::from_utf8(s.canon.clone()).unwrap(), fresh);
+        }
     }
 }

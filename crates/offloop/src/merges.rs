@@ -6,6 +6,7 @@
 //! object is copied verbatim onto that property's schema, as the JS reference does.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -59,7 +60,8 @@ impl Merge {
 /// A parsed merge map, in the order it was given.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Merges {
-    entries: Vec<(String, Merge)>,
+    /// Shared with the schema nodes they annotate (an `Arc` bump, not a copy, per payload).
+    entries: Vec<(String, Arc<Merge>)>,
 }
 
 impl Merges {
@@ -110,20 +112,25 @@ impl Merges {
                 merge.verbatim.retain(|(existing, _)| existing != &k);
                 merge.verbatim.push((k, sinks.canon));
             }
-            entries.retain(|(existing, _): &(String, Merge)| existing != &key);
-            entries.push((key, merge));
+            entries.retain(|(existing, _): &(String, Arc<Merge>)| existing != &key);
+            entries.push((key, Arc::new(merge)));
         }
         Ok(Merges { entries })
     }
 
     /// The merge for a top-level key, if any.
     pub fn get(&self, key: &str) -> Option<&Merge> {
+        self.get_shared(key).map(|m| &**m)
+    }
+
+    /// The merge for a top-level key, shared.
+    pub(crate) fn get_shared(&self, key: &str) -> Option<&Arc<Merge>> {
         self.entries.iter().find(|(k, _)| k == key).map(|(_, m)| m)
     }
 
     /// All entries.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Merge)> {
-        self.entries.iter().map(|(k, m)| (k.as_str(), m))
+        self.entries.iter().map(|(k, m)| (k.as_str(), &**m))
     }
 
     /// True when the map has no applicable entry.

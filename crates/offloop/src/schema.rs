@@ -57,23 +57,55 @@ impl Schema {
     /// Canonical JSON: sorted keys, camelCase merge keys, JS number formatting. This is what
     /// the schema hash covers (identical to the reference's `JSON.stringify(sortKeys(schema))`).
     pub fn write_canonical(&self, out: &mut Vec<u8>) {
-        // Base keys, overridden by the merge object's keys (JS `{...generated, ...merge}`).
+        match &self.merge {
+            // Almost every node: the keys are fixed and already in canonical order.
+            None => {
+                out.push(b'{');
+                if let Some(items) = &self.items {
+                    out.extend_from_slice(b"\"items\":");
+                    items.write_canonical(out);
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"\"properties\":");
+                Self::write_properties(&self.properties, out);
+                out.extend_from_slice(b",\"type\":");
+                out.extend_from_slice(itoa::Buffer::new().format(self.ty).as_bytes());
+                out.push(b'}');
+            }
+            Some(merge) => self.write_merged(merge, out),
+        }
+    }
+
+    fn write_properties(props: &[(String, Schema)], out: &mut Vec<u8>) {
+        out.push(b'{');
+        for (j, (name, s)) in props.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            write_json_str(out, name);
+            out.push(b':');
+            s.write_canonical(out);
+        }
+        out.push(b'}');
+    }
+
+    /// A top-level property with a merge: the generated keys, overridden by the merge
+    /// object's keys (JS `{...generated, ...merge}`), in canonical order.
+    fn write_merged(&self, merge: &Merge, out: &mut Vec<u8>) {
         let mut fields: Vec<(&str, Field<'_>)> = Vec::with_capacity(6);
         if let Some(items) = &self.items {
             fields.push(("items", Field::Schema(items)));
         }
         fields.push(("properties", Field::Properties(&self.properties)));
         fields.push(("type", Field::Int(self.ty)));
-        if let Some(merge) = &self.merge {
-            for (k, raw) in &merge.verbatim {
-                match fields.iter_mut().find(|(name, _)| name == k) {
-                    Some(slot) => slot.1 = Field::Raw(raw),
-                    None => fields.push((k.as_str(), Field::Raw(raw))),
-                }
+        for (k, raw) in &merge.verbatim {
+            match fields.iter_mut().find(|(name, _)| name == k) {
+                Some(slot) => slot.1 = Field::Raw(raw),
+                None => fields.push((k.as_str(), Field::Raw(raw))),
             }
-            fields.retain(|(k, _)| *k != "__proto__");
-            fields.sort_by(|a, b| cmp_js_keys(a.0, b.0));
         }
+        fields.retain(|(k, _)| *k != "__proto__");
+        fields.sort_by(|a, b| cmp_js_keys(a.0, b.0));
         out.push(b'{');
         for (i, (k, f)) in fields.iter().enumerate() {
             if i > 0 {
@@ -83,20 +115,9 @@ impl Schema {
             out.push(b':');
             match f {
                 Field::Schema(s) => s.write_canonical(out),
-                Field::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
+                Field::Int(n) => out.extend_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
                 Field::Raw(raw) => out.extend_from_slice(raw),
-                Field::Properties(props) => {
-                    out.push(b'{');
-                    for (j, (name, s)) in props.iter().enumerate() {
-                        if j > 0 {
-                            out.push(b',');
-                        }
-                        write_json_str(out, name);
-                        out.push(b':');
-                        s.write_canonical(out);
-                    }
-                    out.push(b'}');
-                }
+                Field::Properties(props) => Self::write_properties(props, out),
             }
         }
         out.push(b'}');

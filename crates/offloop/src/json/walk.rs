@@ -641,8 +641,8 @@ impl<'m> Walker<'_, 'm> {
                     let e = &mut es[i];
                     let mut schema = e.schema.take().unwrap_or_else(|| Schema::leaf(types::NULL));
                     let name = keys[e.key.clone()].to_string();
-                    if let Some(merge) = merges.and_then(|m| m.get(&name)) {
-                        schema.merge = Some(Arc::new(merge.clone()));
+                    if let Some(merge) = merges.and_then(|m| m.get_shared(&name)) {
+                        schema.merge = Some(Arc::clone(merge));
                     }
                     (name, schema)
                 })

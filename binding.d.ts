@@ -11,7 +11,7 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** The native half of `OffloopExporter` / `OffloopSpanProcessor`. */
 export declare class NativeExporter {
-  constructor(options: NativeOptions, onBatch?: ((arg: Buffer) => Promise<undefined>) | undefined | null)
+  constructor(options: NativeOptions, onBatch?: ((arg: Buffer) => Promise<undefined>) | undefined | null, onReport?: ((arg: BatchReport) => void) | undefined | null)
   /**
    * Processes one batch, framed as one or more segments, on the blocking pool. The batch is
    * accepted (counted, and covered by later flushes) before this returns.
@@ -28,6 +28,27 @@ export declare class NativeExporter {
   shutdown(timeoutMillis?: number | undefined | null): Promise<boolean>
   /** Current counters. */
   stats(): Stats
+}
+
+/** The native half of `Recording`. */
+export declare class NativeRecording {
+  /** Loads `directory` on the blocking pool. */
+  static open(directory: string, options?: RecordingOptions | undefined | null): Promise<NativeRecording>
+  /** Another handle to a recording opened in this process (any worker thread). */
+  static fromHandle(handle: number): NativeRecording
+  /** The process-wide number of this recording, for `fromHandle` in other workers. */
+  handle(): number
+  /** The hash levels of the cascade, on the calling thread. Returns the result as JSON. */
+  findMock(traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges?: string | undefined | null, isPreAppStart?: boolean | undefined | null): string
+  /**
+   * The whole cascade (similarity ranking included) on the blocking pool; resolves to the
+   * result as JSON.
+   */
+  findMockAsync(traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges?: string | undefined | null, isPreAppStart?: boolean | undefined | null): Promise<string>
+  /** Load and match counters. */
+  stats(): NativeReplayStats
+  /** A recorded span's hashes and origin; `null` when there is no such span. */
+  describeSpan(traceId: string, spanId: string): NativeSpanInfo | null
 }
 
 /**
@@ -71,6 +92,11 @@ export interface HashResult {
   decodedValueJson: string
 }
 
+export interface NativeMatchCount {
+  matchType: string
+  count: number
+}
+
 /** Options shared by the exporter and the processor (camelCase in JS). */
 export interface NativeOptions {
   /** Recordings directory; omitted: no file sink. */
@@ -99,6 +125,61 @@ export interface NativeOptions {
   scheduledDelayMillis?: number
   /** Processor: most spans per batch (default 512). */
   maxExportBatchSize?: number
+  /**
+   * Longest wait for `onBatch` to settle before its batch fails (ms, default 30000), so
+   * flush and shutdown cannot hang on a callback that never settles.
+   */
+  exportTimeoutMillis?: number
+}
+
+export interface NativeReplayStats {
+  files: number
+  traces: number
+  spans: number
+  skippedLines: number
+  skipped: Array<NativeSkipped>
+  duplicateSpans: number
+  loadMs: number
+  hashAlgorithm: string
+  matches: number
+  matchesByType: Array<NativeMatchCount>
+  /** Index = cascade priority (1–15). */
+  matchesByPriority: Array<number>
+  misses: number
+}
+
+export interface NativeSkipped {
+  file: string
+  line: number
+  reason: string
+}
+
+/** A recorded span's details, for debugging and tests. */
+export interface NativeSpanInfo {
+  traceId: string
+  spanId: string
+  name: string
+  packageName: string
+  isPreAppStart: boolean
+  used: boolean
+  file: string
+  line: number
+  /** Recomputed at load with the recording's digest. */
+  inputValueHash: string
+  inputSchemaHash: string
+  reducedInputValueHash: string
+  reducedInputSchemaHash: string
+  /** As stored in the file. */
+  storedInputValueHash: string
+  storedInputSchemaHash: string
+}
+
+/** Options of `Recording.open`. */
+export interface RecordingOptions {
+  /** `"blake3"` (default) or `"sha256"`: the digest hashes are recomputed with. */
+  hashAlgorithm?: string
+  /** How many skipped lines `stats()` describes (all are counted). Default 10. */
+  maxSkippedReasons?: number
 }
 
 /** One span that was not written. */

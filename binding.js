@@ -836,4 +836,6 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeExporter = nativeBinding.NativeExporter
+module.exports.NativeRecording = nativeBinding.NativeRecording
+module.exports.__panicForTesting = nativeBinding.__panicForTesting
 module.exports.hashPayload = nativeBinding.hashPayload

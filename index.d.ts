@@ -49,17 +49,22 @@ export interface OffloopExporterOptions {
    * rejection marks the batch's spans failed.
    */
   onBatch?: (exportSpansRequest: Buffer) => void | Promise<void>
+  /** Longest wait for `onBatch` to settle; after it the batch's spans fail (ms). Default 30000. */
+  exportTimeoutMillis?: number
   /** `ExportSpansRequest.observable_service_id` */
   serviceId?: string
   /** `ExportSpansRequest.sdk_version` (default `offloop/<version>`) */
   sdkVersion?: string
   /** `ExportSpansRequest.sdk_instance_id` */
   sdkInstanceId?: string
-  /** Receives every batch report (exporter only). Without it, span errors are emitted as process warnings. */
+  /**
+   * Receives every batch report (the exporter's batches; the processor's natively formed
+   * batches, on the JS thread). Without it, span errors are emitted as process warnings.
+   */
   onReport?: (report: BatchReport) => void
 }
 
-export interface OffloopSpanProcessorOptions extends Omit<OffloopExporterOptions, 'onReport'> {
+export interface OffloopSpanProcessorOptions extends OffloopExporterOptions {
   /** Longest a span waits before its batch is formed (ms). Default 1000. */
   scheduledDelayMillis?: number
   /** Most spans per batch. Default 512. */
@@ -146,3 +151,133 @@ export interface HashPayloadResult {
  * invalid input.
  */
 export declare function hashPayload(json: string | Buffer | unknown, options?: HashPayloadOptions): HashPayloadResult
+
+// ---------------------------------------------------------------------------------------------
+// Replay
+
+export interface RecordingOptions {
+  /** Digest the recording's hashes are recomputed with (and requests hashed with). Default `'blake3'`. */
+  hashAlgorithm?: HashAlgorithm
+  /** How many skipped lines `stats().skipped` describes (all are counted). Default 10. */
+  maxSkippedReasons?: number
+}
+
+/** An outbound call to answer (Tusk `MockRequestData`). */
+export interface MockRequest {
+  /** The test's trace id; omit (or `''`) for calls outside a test. `testId` is accepted as a synonym. */
+  traceId?: string
+  testId?: string
+  name?: string
+  /** `pg`, `http`, … (schema levels only consider spans of this package). */
+  packageName?: string
+  submoduleName?: string
+  instrumentationName?: string
+  /** The input value: a JSON-able value or JSON text, normalized as the instrumentation records it. */
+  inputValue: unknown
+  /** Tusk schema merges `{ key: { encoding?, decodedType?, matchImportance? } }`, object or JSON text. */
+  inputSchemaMerges?: Record<string, unknown> | string | null
+  /** Made before the app was ready. Default false. */
+  isPreAppStart?: boolean
+  kind?: number
+  stackTrace?: string
+}
+
+/** `tusk.drift.backend.v1.MatchType` names (codes 1–4). */
+export type MatchTypeName =
+  | 'INPUT_VALUE_HASH'
+  | 'INPUT_VALUE_HASH_REDUCED_SCHEMA'
+  | 'INPUT_SCHEMA_HASH'
+  | 'INPUT_SCHEMA_HASH_REDUCED_SCHEMA'
+
+export interface RequestHashes {
+  /** The request's input value hash, as the exporter would record it. */
+  valueHash: string
+  schemaHash: string
+}
+
+export interface MockFound {
+  found: true
+  /** The recorded output value: the answer. */
+  outputValue: unknown
+  metadata?: unknown
+  timestamp?: { seconds: number; nanos: number }
+  traceId: string
+  spanId: string
+  name: string
+  packageName: string
+  matchType: MatchTypeName
+  matchTypeCode: 1 | 2 | 3 | 4
+  matchScope: 'TRACE' | 'GLOBAL'
+  /** Cascade priority (README "Replay"): 1–10 in the trace, 12–15 across traces. */
+  priority: number
+  /** No unused candidate was left: this span had been handed out before. */
+  reused: boolean
+  description: string
+  /** Best similarity score when several schema-level candidates were ranked. */
+  similarityScore?: number
+  /** Up to 5 runners-up of a similarity ranking. */
+  topCandidates: { spanId: string; score: number }[]
+  requestHashes: RequestHashes
+}
+
+export interface MockMissed {
+  found: false
+  /** Why nothing matched: the levels tried, an unknown trace, a package the recording lacks. */
+  reason: string
+  requestHashes: RequestHashes
+}
+
+export type MockResult = MockFound | MockMissed
+
+export interface ReplayStats {
+  files: number
+  traces: number
+  spans: number
+  /** Lines or records skipped (torn, corrupt, not a span). */
+  skippedLines: number
+  /** The first few, with file and line (line 0: the whole file). */
+  skipped: { file: string; line: number; reason: string }[]
+  duplicateSpans: number
+  loadMs: number
+  hashAlgorithm: HashAlgorithm
+  matches: number
+  matchesByType: Record<MatchTypeName, number>
+  /** Matches per cascade priority (only priorities that matched). */
+  matchesByPriority: Record<number, number>
+  misses: number
+}
+
+export interface RecordedSpanInfo {
+  traceId: string
+  spanId: string
+  name: string
+  packageName: string
+  isPreAppStart: boolean
+  used: boolean
+  file: string
+  line: number
+  /** Recomputed at load with the recording's digest. */
+  inputValueHash: string
+  inputSchemaHash: string
+  reducedInputValueHash: string
+  reducedInputSchemaHash: string
+  /** As stored in the file (reporting only). */
+  storedInputValueHash: string
+  storedInputSchemaHash: string
+}
+
+/** A loaded recording that answers outbound calls (replay). */
+export declare class Recording {
+  /** Loads every `*trace*.jsonl` / `*trace*.pb` file in `directory`, off the JS thread. */
+  static open(directory: string, options?: RecordingOptions): Promise<Recording>
+  /** The recording behind `handle` (from `recording.handle()`), in any worker thread of this process. */
+  static fromHandle(handle: number): Recording
+  /** Process-wide number of this recording, to pass to worker threads. */
+  handle(): number
+  /** Hash levels of the cascade, synchronous (microseconds). Consumes the matched span. Throws for an input that is not valid JSON. */
+  findMock(request: MockRequest): MockResult
+  /** The whole cascade, similarity ranking included, on the native pool. */
+  findMockAsync(request: MockRequest): Promise<MockResult>
+  stats(): ReplayStats
+  describeSpan(traceId: string, spanId: string): RecordedSpanInfo | null
+}

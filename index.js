@@ -4,9 +4,11 @@
 const { OffloopExporter } = require('./lib/exporter.js')
 const { OffloopSpanProcessor } = require('./lib/processor.js')
 const { hashPayload } = require('./lib/hash.js')
+const { Recording } = require('./lib/replay.js')
 
 module.exports = {
   OffloopExporter,
   OffloopSpanProcessor,
   hashPayload,
+  Recording,
 }

@@ -4,7 +4,9 @@
 // A small HTTP service instrumented with OpenTelemetry records Tusk Drift spans through
 // offloop while a load loop drives it. Each request runs 20 simulated pg queries that
 // return 200 rows (the shape of the incident where export blocked the loop for 1–1.6 s),
-// and the event loop's delay is measured throughout.
+// and the event loop's delay is measured throughout. Then the replay phase runs the same app
+// again with its pg calls answered from this run's recording (Recording.findMock) and prints
+// how many calls matched at which level of the matching cascade.
 //
 // Options:
 //   --exporter           use BatchSpanProcessor(new OffloopExporter()) instead of OffloopSpanProcessor
@@ -18,12 +20,13 @@
 
 const http = require('node:http')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
 
 const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base')
-const { OffloopSpanProcessor, OffloopExporter } = require('..') // require('offloop') in your app
+const { OffloopSpanProcessor, OffloopExporter, Recording } = require('..') // require('offloop') in your app
 const workload = require('../benches/lib/workload.js')
 
 // ---------------------------------------------------------------------------
@@ -96,9 +99,10 @@ function createTracing(config) {
 // ---------------------------------------------------------------------------
 
 // GET /api/accounts/:id/activity?trace=N  runs the 20 queries of workload trace N.
-function createServer(tracer, wl) {
+// `db` runs one query: simulated (record phase) or answered from the recording (replay phase).
+function createServer(tracer, wl, db = simulatedQuery) {
   return http.createServer((req, res) => {
-    handle(tracer, wl, req, res).catch((err) => {
+    handle(tracer, wl, req, res, db).catch((err) => {
       console.error('handler failed:', err)
       if (!res.headersSent) res.writeHead(500)
       res.end()
@@ -106,7 +110,7 @@ function createServer(tracer, wl) {
   })
 }
 
-async function handle(tracer, wl, req, res) {
+async function handle(tracer, wl, req, res, db) {
   const url = new URL(req.url, `http://${req.headers.host}`)
   const traceIndex = Number(url.searchParams.get('trace') || 0)
   const request = {
@@ -121,7 +125,7 @@ async function handle(tracer, wl, req, res) {
   const server = workload.startServerSpan(tracer, workload.httpServerAttributes({ request }))
 
   const queries = []
-  for (let i = 0; i < wl.options.queriesPerTrace; i++) queries.push(await simulatedQuery(tracer, server.context, wl, traceIndex, i))
+  for (let i = 0; i < wl.options.queriesPerTrace; i++) queries.push(await db(tracer, server.context, wl, traceIndex, i, req))
 
   const body = workload.responseBodyFor(traceIndex, queries)
   const headers = { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }
@@ -195,7 +199,7 @@ const ms = (ns) => ns / 1e6
 
 /**
  * Serves and drives the instrumented app, flushes the recordings and prints a summary.
- * @returns {Promise<string>} the recording directory (input of a later replay phase).
+ * @returns {Promise<{recordingDir: string, files: string[]}>} the directory and this run's files.
  */
 async function record(config) {
   const before = listRecordings(config.recordingDir)
@@ -240,19 +244,121 @@ async function record(config) {
   row('event-loop delay', `max ${ms(loop.max).toFixed(1)} ms, p99 ${ms(loop.percentile(99)).toFixed(1)} ms, ` +
     `mean ${ms(loop.mean).toFixed(2)} ms (monitorEventLoopDelay, resolution 1 ms)`)
   if (served !== config.requests || stats.spansWritten !== stats.spansReceived) process.exitCode = 1
-  return config.recordingDir
+  return { recordingDir: config.recordingDir, files: [...after].filter((f) => !before.has(f)) }
+}
+
+// ---------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------
+// Replay phase
+// ---------------------------------------------------------------------------
+
+/**
+ * Runs the same app again with its pg calls answered from the recording: each recorded
+ * inbound request is re-sent with its trace id in `x-td-trace-id` (as the Tusk replay runner
+ * does), and the app's `db` asks `recording.findMock` instead of querying.
+ */
+async function replay(recordingDir, files, config) {
+  // This run's files only (the directory keeps earlier runs), linked into a scratch directory.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'offloop-demo-replay-'))
+  try {
+    for (const f of files) {
+      try {
+        fs.linkSync(path.join(recordingDir, f), path.join(dir, f))
+      } catch {
+        fs.copyFileSync(path.join(recordingDir, f), path.join(dir, f))
+      }
+    }
+    const t0 = performance.now()
+    const recording = await Recording.open(dir, { hashAlgorithm: config.hashAlgorithm })
+    const loadMs = performance.now() - t0
+
+    // The tests: each trace's root span is the inbound request to re-send.
+    const tests = []
+    for (const f of files) {
+      for (const line of fs.readFileSync(path.join(dir, f), 'utf8').split('\n')) {
+        if (!line) continue
+        const span = JSON.parse(line)
+        if (span.isRootSpan) tests.push({ traceId: span.traceId, target: span.inputValue.target, body: span.outputValue.body })
+      }
+    }
+
+    const mocked = async (tracer, parentContext, wl, traceIndex, queryIndex, req) => {
+      // The app builds the same SQL and parameters (the generator also makes rows: the
+      // recorded ones replace them).
+      const q = wl.query(traceIndex, queryIndex)
+      const { 'td.inputValue': inputValue, 'td.inputSchemaMerges': merges } = workload.pgQueryAttributes(q)
+      const mock = recording.findMock({
+        traceId: req.headers['x-td-trace-id'],
+        name: 'pg.query',
+        packageName: 'pg',
+        submoduleName: 'query',
+        inputValue,
+        inputSchemaMerges: merges,
+      })
+      if (!mock.found) throw new Error(`no mock for query ${queryIndex} of trace ${traceIndex}: ${mock.reason}`)
+      return { ...q, result: mock.outputValue }
+    }
+    const provider = new BasicTracerProvider() // replay records nothing
+    const wl = workload.createWorkload({ seed: config.seed, rows: config.rows, queriesPerTrace: config.queriesPerTrace })
+    const server = createServer(provider.getTracer(workload.TUSK_TRACER_NAME), wl, mocked)
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address()
+    const agent = new http.Agent({ keepAlive: true, maxSockets: config.concurrency })
+    const t1 = performance.now()
+    let same = 0
+    try {
+      let next = 0
+      const worker = async () => {
+        while (next < tests.length) {
+          const test = tests[next++]
+          const body = await getBody(agent, `http://127.0.0.1:${port}${test.target}`, { 'x-td-trace-id': test.traceId })
+          if (body === Buffer.from(test.body || '', 'base64').toString()) same++
+        }
+      }
+      await Promise.all(Array.from({ length: config.concurrency }, worker))
+    } finally {
+      agent.destroy()
+      await new Promise((resolve) => server.close(resolve))
+    }
+    const replayMs = performance.now() - t1
+
+    const st = recording.stats()
+    const row = (k, v) => console.log(`  ${k.padEnd(18)} ${v}`)
+    console.log(`replay: the same app, its pg calls answered by Recording.findMock`)
+    row('recording', `${st.spans} spans in ${st.traces} traces loaded in ${loadMs.toFixed(0)} ms (${st.skippedLines} lines skipped)`)
+    row('requests', `${tests.length} re-sent in ${replayMs.toFixed(0)} ms, ${same} responses identical to the recording`)
+    const levels = Object.entries(st.matchesByPriority).map(([p, n]) => `${n} at P${p}`).join(', ') || 'none'
+    const types = Object.entries(st.matchesByType).filter(([, n]) => n > 0).map(([t, n]) => `${t} ${n}`).join(', ') || 'none'
+    row('calls matched', `${st.matches} (${levels}; ${types}), ${st.misses} without a mock`)
+    if (same !== tests.length || st.misses > 0) process.exitCode = 1
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+function getBody(agent, url, headers) {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { agent, headers }, (res) => {
+        const chunks = []
+        res.on('data', (c) => chunks.push(c))
+        res.on('end', () => resolve(Buffer.concat(chunks).toString()))
+        res.on('error', reject)
+      })
+      .on('error', reject)
+  })
 }
 
 // ---------------------------------------------------------------------------
 
 async function main() {
   const config = parseArgs(process.argv.slice(2))
-  const recordingDir = await record(config)
+  const { recordingDir, files } = await record(config)
 
-  // ---- Replay phase (to come) --------------------------------------------------------
-  // Feed `recordingDir` to the replay side here, e.g. `await replay(recordingDir, config)`:
-  // restart the service in replay mode, re-send the recorded requests and compare.
-  void recordingDir
+  // ---- Replay phase ------------------------------------------------------------------
+  // The recording answers the same app's outbound calls (nothing to replay in --baseline).
+  if (config.mode !== 'baseline') await replay(recordingDir, files, config)
 }
 
 // Safety net: the demo must never hang (unref'd, so it does not keep the process alive).

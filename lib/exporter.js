@@ -22,7 +22,7 @@ class OffloopExporter {
   // SpanExporter.export: frames the spans in ~1 ms slices, then one native call.
   export(spans, resultCallback) {
     if (this._isShutdown) {
-      resultCallback({ code: FAILED, error: new Error('offloop: export() after shutdown(); the spans were not recorded') })
+      settle(resultCallback, { code: FAILED, error: new Error('offloop: export() after shutdown(); the spans were not recorded') })
       return
     }
     // Tracked until the native side answers, so forceFlush()/shutdown() called right after
@@ -36,9 +36,9 @@ class OffloopExporter {
           if (this._onReport) safeCall(this._onReport, report)
           else warnSpanErrors(report)
           const error = reportError(report)
-          resultCallback(error ? { code: FAILED, error } : { code: SUCCESS })
+          settle(resultCallback, error ? { code: FAILED, error } : { code: SUCCESS })
         },
-        (error) => resultCallback({ code: FAILED, error }),
+        (error) => settle(resultCallback, { code: FAILED, error }),
       )
   }
 
@@ -75,6 +75,15 @@ async function frameBatch(spans) {
     }
   }
   return writer.finish()
+}
+
+// A throwing resultCallback must not become an unhandled rejection in the host app.
+function settle(resultCallback, result) {
+  try {
+    resultCallback(result)
+  } catch (err) {
+    process.emitWarning(`offloop: the export result callback threw: ${err && err.message}`, { code: 'OFFLOOP_CALLBACK_ERROR' })
+  }
 }
 
 function safeCall(fn, arg) {

@@ -103,6 +103,31 @@ class FrameWriter {
     this.buf.writeUInt32LE(count, this.spanStart + countAt)
   }
 
+  // A frame for a span whose fields could not be read: whatever ids can be read, and the
+  // reason in the `offloop.invalidSpan` attribute.
+  invalidSpan(span, err) {
+    let ids = {}
+    try {
+      ids = (span && typeof span.spanContext === 'function' && span.spanContext()) || {}
+    } catch {}
+    this.str(typeof ids.traceId === 'string' ? ids.traceId : '')
+    this.str(typeof ids.spanId === 'string' ? ids.spanId : '')
+    this.str('')
+    this.u8(255)
+    this.u8(255)
+    this.f64(0)
+    this.u32(0)
+    this.f64(0)
+    this.u32(0)
+    this.str('')
+    this.str('')
+    this.str('')
+    this.u32(1)
+    this.str('offloop.invalidSpan')
+    this.u8(T_STRING)
+    this.str(`the span object could not be read: ${(err && err.message) || String(err)}`)
+  }
+
   value(key, v) {
     switch (typeof v) {
       case 'string':
@@ -223,7 +248,14 @@ class BatchWriter extends FrameWriter {
   add(span) {
     this.spanStart = this.pos
     this.u32(0)
-    this.span(span)
+    try {
+      this.span(span)
+    } catch (err) {
+      // A span object the shim cannot read fails alone: its frame carries the reason and the
+      // native side reports it for that span; the rest of the batch goes on.
+      this.pos = this.spanStart + 4
+      this.invalidSpan(span, err)
+    }
     this.buf.writeUInt32LE(this.pos - this.spanStart - 4, this.spanStart)
     this.count++
     this.spanStart = this.pos

@@ -51,6 +51,7 @@ function nativeOptions(options = {}, extra = {}) {
     environment: options.environment,
     maxSpanBytes: optionalNumber(options, 'maxSpanBytes'),
     maxQueueBytes: optionalNumber(options, 'maxQueueBytes'),
+    exportTimeoutMillis: optionalNumber(options, 'exportTimeoutMillis'),
     workers: workers === undefined ? undefined : Math.floor(workers),
     serviceId: options.serviceId,
     sdkVersion: options.sdkVersion,
@@ -66,8 +67,10 @@ function wrapOnBatch(onBatch) {
   return (bytes) => new Promise((resolve) => resolve(onBatch(bytes))).then(() => undefined)
 }
 
-function createNative(options, extra) {
-  return new binding.NativeExporter(nativeOptions(options, extra), wrapOnBatch(options && options.onBatch))
+// `onReport` (processor mode only) receives the report of every batch the native processor
+// forms; the exporter gets its reports from export() instead.
+function createNative(options, extra, onReport) {
+  return new binding.NativeExporter(nativeOptions(options, extra), wrapOnBatch(options && options.onBatch), onReport)
 }
 
 module.exports = { binding, createNative, nativeOptions }

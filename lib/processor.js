@@ -5,6 +5,7 @@
 
 const { SpanWriter } = require('./frame.js')
 const { createNative } = require('./native.js')
+const { warnSpanErrors } = require('./result.js')
 
 class OffloopSpanProcessor {
   constructor(options = {}) {
@@ -16,11 +17,29 @@ class OffloopSpanProcessor {
     if (size !== undefined && !(Number.isInteger(size) && size > 0)) {
       throw new TypeError(`offloop: maxExportBatchSize must be a positive integer, got ${String(size)}`)
     }
-    this._native = createNative(options, {
-      processor: true,
-      scheduledDelayMillis: delay,
-      maxExportBatchSize: size,
-    })
+    if (options.onReport !== undefined && typeof options.onReport !== 'function') {
+      throw new TypeError('offloop: onReport must be a function')
+    }
+    // Every batch's report, so a span the native side rejects is reported (its field and the
+    // problem), not only counted: to onReport, or as a rate-limited process warning.
+    const userOnReport = options.onReport
+    const onReport = (report) => {
+      if (!userOnReport) return warnSpanErrors(report)
+      try {
+        userOnReport(report)
+      } catch (err) {
+        process.emitWarning(`offloop: onReport threw: ${err && err.message}`)
+      }
+    }
+    this._native = createNative(
+      options,
+      {
+        processor: true,
+        scheduledDelayMillis: delay,
+        maxExportBatchSize: size,
+      },
+      onReport,
+    )
     this._writer = new SpanWriter(64 * 1024)
     this._shutdownPromise = undefined
   }
@@ -28,8 +47,17 @@ class OffloopSpanProcessor {
   onStart() {}
 
   onEnd(span) {
+    let frame
+    try {
+      frame = this._writer.frame(span)
+    } catch (err) {
+      // Not a span we can read (its spanContext() throws, a buffer cannot be allocated): it is
+      // reported, never thrown into the span.end() that called us.
+      warnUnframable(err)
+      return
+    }
     // After shutdown the native side refuses and counts the span as failed.
-    this._native.enqueue(this._writer.frame(span))
+    this._native.enqueue(frame)
   }
 
   async forceFlush() {
@@ -44,6 +72,16 @@ class OffloopSpanProcessor {
   stats() {
     return this._native.stats()
   }
+}
+
+// The first 5, then every 100th.
+let unframable = 0
+function warnUnframable(err) {
+  unframable++
+  if (unframable > 5 && unframable % 100 !== 0) return
+  process.emitWarning(`offloop: onEnd could not read a span (${unframable} so far); it was not recorded: ${err && err.message}`, {
+    code: 'OFFLOOP_SPAN_ERROR',
+  })
 }
 
 module.exports = { OffloopSpanProcessor }

@@ -13,11 +13,17 @@
 //   startServerSpan / endServerSpan / emitQuerySpan  (building blocks, for async code)
 //   emitTrace(tracer, wl, t) / emitTraces(tracer, wl, { traces })  (synchronous, returns ended spans)
 //   SeededIdGenerator: reproducible trace/span ids for a provider's `idGenerator` option.
+// Plain records (no OpenTelemetry needed):
+//   plainSpans(wl, { traces })  -> spans as { traceId, spanId, …, attributes }; printed as JSON by
+//   `node benches/lib/workload.js --dump --rows=N --traces=K` for the Rust criterion benches.
 //
 // Everything is a pure function of (seed, traceIndex, queryIndex): any trace can be produced
 // without producing the ones before it, in any process, with identical bytes.
 
-const { trace: otelTrace, context: otelContext, SpanKind, SpanStatusCode } = require('@opentelemetry/api')
+// The OpenTelemetry layer loads @opentelemetry/api on first use, so the data layer (and the
+// `--dump` CLI below, which feeds the Rust criterion benches) needs no node_modules.
+let otelApi
+const otel = () => (otelApi ||= require('@opentelemetry/api'))
 
 /** Instrumentation scope name the Tusk SDK uses (its exporter keeps only these spans). */
 const TUSK_TRACER_NAME = 'tusk-drift-sdk'
@@ -324,18 +330,19 @@ function createWorkload(options = {}) {
  * Starts a SERVER root span. Set its output later with endServerSpan().
  * @returns {{span, context}} context: the parent context for child spans.
  */
-function startServerSpan(tracer, attributes, { startTime, parentContext = otelContext.active() } = {}) {
+function startServerSpan(tracer, attributes, { startTime, parentContext = otel().context.active() } = {}) {
   const span = tracer.startSpan(
     attributes['td.name'] || 'http.server',
-    { kind: SpanKind.SERVER, attributes, startTime, root: true },
+    { kind: otel().SpanKind.SERVER, attributes, startTime, root: true },
     parentContext,
   )
-  return { span, context: otelTrace.setSpan(parentContext, span) }
+  return { span, context: otel().trace.setSpan(parentContext, span) }
 }
 
 /** Adds output attributes, sets status OK (ERROR for >= 300 like Tusk does) and ends the span. */
 function endServerSpan(span, outputAttributes, { statusCode = 200, endTime } = {}) {
   if (outputAttributes) span.setAttributes(outputAttributes)
+  const { SpanStatusCode } = otel()
   span.setStatus(statusCode >= 300 ? { code: SpanStatusCode.ERROR, message: `HTTP ${statusCode}` } : { code: SpanStatusCode.OK })
   span.end(endTime)
   return span
@@ -343,8 +350,8 @@ function endServerSpan(span, outputAttributes, { statusCode = 200, endTime } = {
 
 /** Creates and ends one CLIENT span (status OK) under parentContext. Returns the ended span. */
 function emitQuerySpan(tracer, parentContext, attributes, { startTime, endTime } = {}) {
-  const span = tracer.startSpan(attributes['td.name'] || 'pg.query', { kind: SpanKind.CLIENT, attributes, startTime }, parentContext)
-  span.setStatus({ code: SpanStatusCode.OK })
+  const span = tracer.startSpan(attributes['td.name'] || 'pg.query', { kind: otel().SpanKind.CLIENT, attributes, startTime }, parentContext)
+  span.setStatus({ code: otel().SpanStatusCode.OK })
   span.end(endTime)
   return span
 }
@@ -358,7 +365,7 @@ function emitTrace(tracer, workload, traceIndex, { startTimeMs = Date.now() } = 
   const attrs = workload.traceAttributes(traceIndex)
   const { root, queries, durationsMs } = attrs
   const { 'td.outputValue': outputValue, 'td.outputSchemaMerges': outputMerges, ...rootInput } = root
-  const server = startServerSpan(tracer, rootInput, { startTime: startTimeMs, parentContext: otelContext.active() })
+  const server = startServerSpan(tracer, rootInput, { startTime: startTimeMs, parentContext: otel().context.active() })
   const spans = []
   let t = startTimeMs + 0.2
   for (let i = 0; i < queries.length; i++) {
@@ -414,6 +421,45 @@ class SeededIdGenerator {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Plain spans (no OpenTelemetry): for the Rust criterion benches
+// ---------------------------------------------------------------------------
+
+const hrTime = (ms) => [Math.floor(ms / 1000), Math.round((ms % 1000) * 1e6) % 1e9]
+
+/**
+ * The spans of traces startIndex…startIndex+traces-1 as plain records, in end order (children
+ * first, root last), with the attributes emitTrace() gives them:
+ * `{ traceId, spanId, parentSpanId, kind, statusCode, startTime, duration, name, scope, attributes }`
+ * (OTel kind/status numbers, times as [seconds, nanos], ids from SeededIdGenerator(seed)).
+ */
+function plainSpans(workload, { traces = 1, startIndex = 0 } = {}) {
+  const ids = new SeededIdGenerator(workload.options.seed)
+  const out = []
+  for (let i = 0; i < traces; i++) {
+    const t = startIndex + i
+    const { root, queries, durationsMs } = workload.traceAttributes(t)
+    const traceId = ids.generateTraceId()
+    const rootId = ids.generateSpanId()
+    const t0 = BASE_TIME_MS + t * 100
+    let at = t0 + 0.2
+    for (let q = 0; q < queries.length; q++) {
+      out.push({
+        traceId, spanId: ids.generateSpanId(), parentSpanId: rootId, kind: 2, statusCode: 1,
+        startTime: hrTime(at), duration: hrTime(durationsMs[q]), name: 'pg.query', scope: TUSK_TRACER_NAME,
+        attributes: queries[q],
+      })
+      at += durationsMs[q] + 0.05
+    }
+    out.push({
+      traceId, spanId: rootId, parentSpanId: '', kind: 1, statusCode: 1,
+      startTime: hrTime(t0), duration: hrTime(at + 0.2 - t0), name: root['td.name'], scope: TUSK_TRACER_NAME,
+      attributes: root,
+    })
+  }
+  return out
+}
+
 module.exports = {
   TUSK_TRACER_NAME,
   DEFAULTS,
@@ -431,4 +477,18 @@ module.exports = {
   emitTraces,
   tracesForSpans,
   SeededIdGenerator,
+  plainSpans,
+}
+
+// CLI: `node benches/lib/workload.js --dump [--rows=200] [--traces=1] [--seed=1] [--queries=20]`
+// prints `{ options, spans: plainSpans(...) }` as JSON (the Rust criterion benches read it).
+if (require.main === module) {
+  const args = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, '').split('=')))
+  if (!('dump' in args)) {
+    console.error('usage: node benches/lib/workload.js --dump [--rows=200] [--traces=1] [--seed=1] [--queries=20]')
+    process.exit(2)
+  }
+  const num = (k, d) => (args[k] === undefined ? d : Number(args[k]))
+  const wl = createWorkload({ seed: num('seed', DEFAULTS.seed), rows: num('rows', DEFAULTS.rows), queriesPerTrace: num('queries', DEFAULTS.queriesPerTrace) })
+  process.stdout.write(JSON.stringify({ options: wl.options, spans: plainSpans(wl, { traces: num('traces', 1) }) }))
 }

@@ -2,6 +2,8 @@
 //! settles promises / calls the `onBatch` threadsafe function. Nothing else lives here.
 #![deny(clippy::all)]
 
+mod replay;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +21,12 @@ use offloop::{Format, HashAlgorithm};
 /// wraps the user's function so it always returns a promise. Weak: it never keeps the process
 /// alive by itself.
 type OnBatch = ThreadsafeFunction<Vec<u8>, Promise<()>, Buffer, Status, false, true>;
+
+/// Processor mode: receives the report of every batch the processor forms (the user's
+/// `onReport`, or the shim's fallback that turns span errors into warnings). Without it a bad
+/// span in processor mode would only ever be a number in `stats()`. Weak and called without
+/// waiting: it never keeps the process alive or holds a batch back.
+type OnReport = ThreadsafeFunction<BatchReport, (), BatchReport, Status, false, true>;
 
 /// Options shared by the exporter and the processor (camelCase in JS).
 #[napi(object)]
@@ -49,6 +57,9 @@ pub struct NativeOptions {
     pub scheduled_delay_millis: Option<f64>,
     /// Processor: most spans per batch (default 512).
     pub max_export_batch_size: Option<u32>,
+    /// Longest wait for `onBatch` to settle before its batch fails (ms, default 30000), so
+    /// flush and shutdown cannot hang on a callback that never settles.
+    pub export_timeout_millis: Option<f64>,
 }
 
 /// One span that was not written.
@@ -93,6 +104,8 @@ struct Shared {
     exporter: Arc<Exporter>,
     dispatcher: Arc<Dispatcher>,
     on_batch: Option<Arc<OnBatch>>,
+    on_report: Option<OnReport>,
+    export_timeout: Duration,
 }
 
 /// The native half of `OffloopExporter` / `OffloopSpanProcessor`.
@@ -128,6 +141,7 @@ impl NativeExporter {
     pub fn new(
         options: NativeOptions,
         on_batch: Option<Function<Buffer, Promise<()>>>,
+        on_report: Option<Function<BatchReport, ()>>,
     ) -> Result<Self> {
         let hash = match &options.hash_algorithm {
             None => HashAlgorithm::Blake3,
@@ -178,10 +192,26 @@ impl NativeExporter {
             .unwrap_or_else(default_workers);
         let exporter =
             Arc::new(Exporter::new(config).map_err(|e| Error::from_reason(e.to_string()))?);
+        let on_report = match on_report {
+            Some(f) if options.processor.unwrap_or(false) => Some(
+                f.build_threadsafe_function::<BatchReport>()
+                    .weak::<true>()
+                    .callee_handled::<false>()
+                    .build()?,
+            ),
+            _ => None,
+        };
+        let export_timeout = Duration::from_millis(positive(
+            "exportTimeoutMillis",
+            options.export_timeout_millis,
+            30_000,
+        )? as u64);
         let shared = Arc::new(Shared {
             exporter,
             dispatcher: Dispatcher::new(workers, blocking_pool()),
             on_batch,
+            on_report,
+            export_timeout,
         });
         let processor = if options.processor.unwrap_or(false) {
             let config = ProcessorConfig {
@@ -305,8 +335,14 @@ impl NativeExporter {
         let exporter = Arc::clone(&self.shared.exporter);
         // Processor flushes run on the processor (it must batch its queue first).
         let processor = self.processor.as_ref().map(ProcessorHandle::new);
-        if shutdown && processor.is_none() {
-            exporter.close();
+        // Refuse new spans now, on the JS thread: the wait below starts on the blocking pool
+        // whenever a thread is free, and a span ended after shutdown() must not slip in before
+        // it (it would be written, unlike an export() after shutdown()).
+        if shutdown {
+            match &processor {
+                Some(p) => p.0.close(),
+                None => exporter.close(),
+            }
         }
         env.spawn_future(async move {
             let done = napi::bindgen_prelude::spawn_blocking(move || match (processor, shutdown) {
@@ -361,25 +397,47 @@ fn run_batch(
     match (shared.on_batch.clone(), request) {
         (Some(on_batch), Some(bytes)) if result.written > 0 => {
             napi::bindgen_prelude::spawn(async move {
-                let delivered = match on_batch.call_async_catch(bytes).await {
-                    Ok(promise) => promise.await,
-                    Err(e) => Err(e),
+                let delivery = async {
+                    match on_batch.call_async_catch(bytes).await {
+                        Ok(promise) => promise.await,
+                        Err(e) => Err(e),
+                    }
                 };
-                if let Err(e) = delivered {
-                    result.fail_delivery(&format!("onBatch failed: {}", e.reason));
+                match tokio::time::timeout(shared.export_timeout, delivery).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => result.fail_delivery(&format!("onBatch failed: {}", e.reason)),
+                    Err(_) => result.fail_delivery(&format!(
+                        "onBatch did not settle within exportTimeoutMillis ({} ms)",
+                        shared.export_timeout.as_millis()
+                    )),
                 }
-                shared.exporter.complete(ticket, &result);
-                if let Some(tx) = done {
-                    let _ = tx.send(result);
-                }
+                settle(&shared, ticket, result, done);
             });
         }
-        _ => {
-            shared.exporter.complete(ticket, &result);
-            if let Some(tx) = done {
-                let _ = tx.send(result);
-            }
+        _ => settle(&shared, ticket, result, done),
+    }
+}
+
+/// Counts a finished batch and hands its result to whoever waits for it: the `export()`
+/// promise, or (processor batches) the report callback.
+fn settle(
+    shared: &Shared,
+    ticket: Ticket,
+    result: BatchResult,
+    done: Option<tokio::sync::oneshot::Sender<BatchResult>>,
+) {
+    shared.exporter.complete(ticket, &result);
+    match (done, &shared.on_report) {
+        (Some(tx), _) => {
+            let _ = tx.send(result);
         }
+        (None, Some(on_report)) => {
+            on_report.call(
+                report(&result),
+                napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking,
+            );
+        }
+        (None, None) => {}
     }
 }
 

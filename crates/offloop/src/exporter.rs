@@ -531,6 +531,10 @@ impl Exporter {
         // The frame header is the source of truth for the count; never let a disagreement
         // break the invariant.
         let extra_failed = ticket.spans.saturating_sub(accounted);
+        // The counters move under the in-flight lock, together with `in_flight`: `stats()`
+        // reads under the same lock, so no snapshot can see a batch counted as written and
+        // still in flight (received < written + dropped + failed + in flight).
+        let mut f = self.lock_in_flight();
         self.written.fetch_add(result.written as u64, Relaxed);
         self.dropped.fetch_add(result.dropped as u64, Relaxed);
         self.failed
@@ -542,7 +546,6 @@ impl Exporter {
         self.batches.fetch_add(1, Relaxed);
         self.last_batch_us
             .store(result.duration.as_micros() as u64, Relaxed);
-        let mut f = self.lock_in_flight();
         f.tickets.remove(&ticket.id);
         f.spans -= ticket.spans as u64;
         f.bytes -= ticket.bytes as u64;

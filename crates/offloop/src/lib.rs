@@ -40,6 +40,7 @@ pub mod filter;
 pub mod frame;
 pub mod processor;
 pub mod record;
+pub mod replay;
 pub mod sink;
 
 pub use error::{SpanError, Stage};

@@ -8,9 +8,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
 use crate::json::walk::{walk, Emit, Sinks};
 
 /// `EncodingType.BASE64`.
@@ -67,32 +64,25 @@ pub struct Merges {
 impl Merges {
     /// Parses a merge map from JSON text. Errors name the offending key and field.
     pub fn parse(json: &[u8]) -> Result<Merges, String> {
-        let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(json)
-            .map_err(|e| {
-                if json.first().is_some_and(|b| *b != b'{') {
-                    "expected a JSON object of {key: {encoding?, decodedType?, matchImportance?}}"
-                        .to_string()
-                } else {
-                    format!("invalid JSON: {e}")
-                }
-            })?;
-        // Parse again as raw values to copy entries verbatim in canonical form.
-        let raws: Vec<(String, &RawValue)> = {
-            let m: Vec<(String, &RawValue)> = serde_json::from_slice::<RawEntries>(json)
-                .map(|r| r.0)
-                .map_err(|e| format!("invalid JSON: {e}"))?;
-            m
+        const SHAPE: &str = "{key: {encoding?, decodedType?, matchImportance?}}";
+        let value: serde_json::Value =
+            serde_json::from_slice(json).map_err(|e| format!("invalid JSON: {e}"))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(format!(
+                "expected a JSON object {SHAPE}, got {}",
+                type_name(&value)
+            ));
         };
-        let mut entries = Vec::with_capacity(raw.len());
-        for (key, raw_value) in raws {
-            let value = &raw[&key];
-            if is_falsy(value) {
+        // serde_json's map resolves duplicate keys last-wins, like `JSON.parse`.
+        let mut entries = Vec::with_capacity(map.len());
+        for (key, value) in map {
+            if is_falsy(&value) {
                 // JS: `if (schemaMerges[key])` skips falsy entries.
                 continue;
             }
             let obj = value
                 .as_object()
-                .ok_or_else(|| format!("{key}: expected an object, got {}", type_name(value)))?;
+                .ok_or_else(|| format!("{key}: expected an object, got {}", type_name(&value)))?;
             let mut merge = Merge {
                 encoding: int_field(obj, key.as_str(), &["encoding"])?,
                 decoded_type: int_field(obj, key.as_str(), &["decodedType", "decoded_type"])?,
@@ -101,18 +91,17 @@ impl Merges {
                     key.as_str(),
                     &["matchImportance", "match_importance"],
                 )?,
-                verbatim: Vec::new(),
+                verbatim: Vec::with_capacity(obj.len()),
             };
-            let inner: RawEntries = serde_json::from_str(raw_value.get())
-                .map_err(|e| format!("{key}: invalid JSON: {e}"))?;
-            for (k, v) in inner.0 {
+            // Each entry of the merge object is copied onto the schema node verbatim (JS
+            // semantics), in the canonical form the schema hash covers.
+            for (k, v) in obj {
+                let text = serde_json::to_vec(v).map_err(|e| format!("{key}.{k}: {e}"))?;
                 let mut sinks = Sinks::default();
-                walk(v.get().as_bytes(), &mut sinks, Emit::CANON, None)
+                walk(&text, &mut sinks, Emit::CANON, None)
                     .map_err(|e| format!("{key}.{k}: {e}"))?;
-                merge.verbatim.retain(|(existing, _)| existing != &k);
-                merge.verbatim.push((k, sinks.canon));
+                merge.verbatim.push((k.clone(), sinks.canon));
             }
-            entries.retain(|(existing, _): &(String, Arc<Merge>)| existing != &key);
             entries.push((key, Arc::new(merge)));
         }
         Ok(Merges { entries })
@@ -136,32 +125,6 @@ impl Merges {
     /// True when the map has no applicable entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
-    }
-}
-
-/// Object entries in document order, borrowing raw JSON for each value.
-struct RawEntries<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for RawEntries<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
-            type Value = RawEntries<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
-                while let Some((k, v)) = m.next_entry::<String, &'de RawValue>()? {
-                    out.push((k, v));
-                }
-                Ok(RawEntries(out))
-            }
-        }
-        d.deserialize_map(V(std::marker::PhantomData))
     }
 }
 
@@ -241,6 +204,7 @@ mod tests {
         assert!(Merges::parse(b"[1]")
             .unwrap_err()
             .contains("expected a JSON object"));
+        assert!(Merges::parse(b"null").unwrap_err().ends_with("got null"));
         assert!(Merges::parse(br#"{"a":"s"}"#)
             .unwrap_err()
             .contains("a: expected an object"));

@@ -188,14 +188,20 @@ impl ProcessorRef {
             .flush(deadline.map(|d| d.saturating_duration_since(Instant::now())))
     }
 
+    /// Refuses spans from now on (counted failed); spans already queued are still batched and
+    /// written. The first step of [`ProcessorRef::shutdown`]; a caller that waits for the
+    /// shutdown on another thread calls it first, so a span handed over after `shutdown()`
+    /// was called is refused however late that thread starts. Idempotent.
+    pub fn close(&self) {
+        let mut q = self.shared.lock();
+        q.stop = true;
+        self.shared.wake.notify_all();
+    }
+
     /// Stops accepting spans, batches everything queued, waits for it (up to `timeout`) and
     /// stops the batcher thread. Idempotent.
     pub fn shutdown(&self, timeout: Option<Duration>) -> bool {
-        {
-            let mut q = self.shared.lock();
-            q.stop = true;
-            self.shared.wake.notify_all();
-        }
+        self.close();
         let done = self.flush(timeout);
         self.shared.exporter.close();
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {

@@ -44,6 +44,9 @@ pub mod attrs {
     pub const TRANSFORM_METADATA: &str = "td.transformMetadata";
 }
 
+/// Set by the JS shim on the frame of a span object it could not read; the value is why.
+pub const INVALID_SPAN: &str = "offloop.invalidSpan";
+
 /// OpenTelemetry `SpanKind.SERVER`.
 pub const OTEL_KIND_SERVER: u8 = 1;
 /// OpenTelemetry `SpanStatusCode.ERROR`.
@@ -91,6 +94,9 @@ pub type RecordError = (Stage, String);
 
 /// Checks ids, enums and times. Ids become file names, so this is also the path guard.
 pub fn validate(frame: &SpanFrame<'_>) -> Result<(), RecordError> {
+    if let Some(AttrValue::Str(reason)) = frame.attr(INVALID_SPAN) {
+        return Err((Stage::Frame, String::from_utf8_lossy(reason).into_owned()));
+    }
     let bad = |m: String| Err((Stage::Validate, m));
     if !is_hex_id(frame.trace_id, 32) {
         return bad(format!(
@@ -113,16 +119,16 @@ pub fn validate(frame: &SpanFrame<'_>) -> Result<(), RecordError> {
         ));
     }
     if frame.kind > 4 {
-        return bad(format!(
-            "kind: {} is not an OpenTelemetry SpanKind (0..=4)",
-            frame.kind
-        ));
+        return bad(match frame.kind {
+            255 => "kind: missing or not an OpenTelemetry SpanKind (0..=4)".to_string(),
+            k => format!("kind: {k} is not an OpenTelemetry SpanKind (0..=4)"),
+        });
     }
     if frame.status_code > 2 {
-        return bad(format!(
-            "status.code: {} is not an OpenTelemetry status code (0..=2)",
-            frame.status_code
-        ));
+        return bad(match frame.status_code {
+            255 => "status.code: missing or not an OpenTelemetry status code (0..=2)".to_string(),
+            c => format!("status.code: {c} is not an OpenTelemetry status code (0..=2)"),
+        });
     }
     for (what, (sec, nanos)) in [("startTime", frame.start), ("duration", frame.duration)] {
         if !(sec.is_finite() && sec >= 0.0 && sec.fract() == 0.0 && sec < 1e15)

@@ -167,16 +167,33 @@ fn describe(e: &simd_json::Error, bytes: &[u8]) -> String {
             "invalid JSON: unexpected end of input (at byte {at} of {})",
             bytes.len()
         ),
-        T::InvalidNumber | T::InvalidExponent | T::Overflow => {
-            format!("invalid JSON: malformed number (at byte {at})")
-        }
+        T::InvalidNumber | T::InvalidExponent | T::Overflow => format!(
+            "invalid JSON: malformed number, or one beyond the range of a double (at byte {at})"
+        ),
         T::TrailingData => {
             format!("invalid JSON: trailing characters after the value (at byte {at})")
         }
         T::InputTooLarge => "input too large for the JSON parser".to_string(),
-        other => match e.character() {
-            Some(c) => format!("invalid JSON: {other:?}: unexpected {c:?} (at byte {at})"),
-            None => format!("invalid JSON: {other:?} (at byte {at})"),
+        T::ExpectedObjectKey | T::KeyMustBeAString => {
+            format!("invalid JSON: expected a property name in double quotes (at byte {at})")
+        }
+        T::ExpectedObjectColon => {
+            format!("invalid JSON: expected ':' after a property name (at byte {at})")
+        }
+        T::ExpectedArrayComma | T::ExpectedMapComma => {
+            format!("invalid JSON: expected ',' or a closing bracket (at byte {at})")
+        }
+        T::InvalidEscape => format!("invalid JSON: invalid escape sequence (at byte {at})"),
+        T::ExpectedTrue | T::ExpectedFalse | T::ExpectedNull => {
+            format!("invalid JSON: invalid literal (at byte {at})")
+        }
+        // simd-json's other kinds name its parser states; say what the input got wrong.
+        _ => match e.character() {
+            Some(c) => format!(
+                "invalid JSON: unexpected {c:?} or unexpected end of input (near byte {at} of {})",
+                bytes.len()
+            ),
+            None => format!("invalid JSON: syntax error (near byte {at})"),
         },
     }
 }

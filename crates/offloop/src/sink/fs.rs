@@ -2,8 +2,9 @@
 //!
 //! One file per trace, named at the sink's first sight of the trace like the reference adapter
 //! (reference §3.1). Spans of a batch are grouped per trace and each file gets **one** append
-//! per batch. Lines are written whole, in one `write_all`, so a reader never sees half a line
-//! unless the process dies inside that call; the replay loader skips and reports a torn tail.
+//! per batch. Lines are written whole: appends to one file are serialized, and an append that
+//! fails part-way (disk full) is cut back, so a reader never sees half a line unless the
+//! process dies inside the write; the replay loader skips and reports such a torn tail.
 //! The trace id is the only input in the path and is re-checked here as 32 hex characters,
 //! so no input can name a file outside the directory.
 
@@ -11,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::json::pb::put_varint;
@@ -64,8 +65,16 @@ pub struct FsSink {
 
 #[derive(Debug, Default)]
 struct TraceFiles {
-    paths: HashMap<String, PathBuf>,
+    paths: HashMap<String, Arc<TraceFile>>,
     order: VecDeque<String>,
+}
+
+/// One trace's file. Appends to it are serialized (batches of one trace can be written by two
+/// workers at once), so a failed append can be cut back without cutting someone else's lines.
+#[derive(Debug)]
+struct TraceFile {
+    path: PathBuf,
+    append: Mutex<()>,
 }
 
 impl FsSink {
@@ -128,23 +137,66 @@ impl FsSink {
     }
 
     fn append(&self, trace_id: &str, bytes: &[u8]) -> Result<(), String> {
-        let path = self.path_for(trace_id)?;
+        let trace_file = self.path_for(trace_id)?;
+        let path = &trace_file.path;
+        let _serialized = trace_file.append.lock().unwrap_or_else(|p| p.into_inner());
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&path)
+            .open(path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        file.write_all(bytes)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        // A write can stop part-way (ENOSPC, EFBIG, EIO) after some bytes reached the file.
+        // Those bytes would be a torn line in the middle of the file, glued to the next
+        // append's first line; cut the file back to where this append started instead.
+        let start = file
+            .metadata()
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?
+            .len();
+        let mut done = 0;
+        while done < bytes.len() {
+            match file.write(&bytes[done..]) {
+                Ok(0) => {
+                    return Err(self.undo(
+                        &file,
+                        path,
+                        start,
+                        done,
+                        io::ErrorKind::WriteZero.into(),
+                    ))
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.undo(&file, path, start, done, e)),
+            }
+        }
+        Ok(())
     }
 
-    fn path_for(&self, trace_id: &str) -> Result<PathBuf, String> {
+    /// Removes the `done` bytes a failed append left at the end of `file` (it started at
+    /// `start`), and describes the failure.
+    fn undo(&self, file: &fs::File, path: &Path, start: u64, done: usize, e: io::Error) -> String {
+        if done == 0 {
+            return format!("cannot write {}: {e}", path.display());
+        }
+        match file.set_len(start) {
+            Ok(()) => format!(
+                "cannot write {}: {e} (the {done} bytes written before the error were removed)",
+                path.display()
+            ),
+            Err(t) => format!(
+                "cannot write {}: {e}; {done} bytes of a partial line remain (truncating failed: {t})",
+                path.display()
+            ),
+        }
+    }
+
+    fn path_for(&self, trace_id: &str) -> Result<Arc<TraceFile>, String> {
         if trace_id.len() != 32 || !trace_id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("refusing trace id {trace_id:?} as a file name"));
         }
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = files.paths.get(trace_id) {
-            return Ok(p.clone());
+        if let Some(f) = files.paths.get(trace_id) {
+            return Ok(Arc::clone(f));
         }
         let stamp = humantime::format_rfc3339_millis(SystemTime::now())
             .to_string()
@@ -153,13 +205,17 @@ impl FsSink {
             "{stamp}_trace_{trace_id}.{}",
             self.format.extension()
         ));
-        files.paths.insert(trace_id.to_string(), path.clone());
+        let file = Arc::new(TraceFile {
+            path,
+            append: Mutex::new(()),
+        });
+        files.paths.insert(trace_id.to_string(), Arc::clone(&file));
         files.order.push_back(trace_id.to_string());
         if files.order.len() > MAX_TRACKED_TRACES {
             if let Some(old) = files.order.pop_front() {
                 files.paths.remove(&old);
             }
         }
-        Ok(path)
+        Ok(file)
     }
 }

@@ -1,0 +1,423 @@
+//! `NativeRecording`: the replay engine for JS. Loading runs on tokio's blocking pool; the
+//! hash levels of `findMock` run on the calling thread (microseconds); `findMockAsync` runs
+//! the whole cascade, similarity ranking included, on the blocking pool.
+//!
+//! Worker threads: every recording is registered in a process-wide table under a small
+//! number (`handle()`); `fromHandle(n)` in another worker returns a second JS object for the
+//! same native recording, so consume-once holds across workers. The table holds weak
+//! references: a recording lives while any JS object for it does, and leaves the table when
+//! the last one is collected.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use offloop::json::escape::write_json_str;
+use offloop::json::number::write_js_number;
+use offloop::replay::{self, Levels, LoadOptions, MockRequest, Outcome, Recording};
+use offloop::HashAlgorithm;
+
+/// A recording and its registry number.
+struct Registered {
+    id: u32,
+    recording: std::mem::ManuallyDrop<Recording>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+        // The last JS object was collected, on a JS thread: freeing 100k spans there would
+        // stall its event loop for a good fraction of a second, so it happens on the pool.
+        // A plain thread, not the runtime's pool: this may run while a worker's environment
+        // (and runtime) is being torn down. If no thread can be started, it is freed here.
+        // SAFETY: taken once, here, and never used again.
+        let recording = unsafe { std::mem::ManuallyDrop::take(&mut self.recording) };
+        if recording.spans().len() >= 10_000 {
+            let _ = std::thread::Builder::new()
+                .name("offloop-free".into())
+                .spawn(move || drop(recording));
+        }
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<u32, Weak<Registered>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<u32, Weak<Registered>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+fn register(recording: Recording) -> Arc<Registered> {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let shared = Arc::new(Registered {
+        id,
+        recording: std::mem::ManuallyDrop::new(recording),
+    });
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, Arc::downgrade(&shared));
+    shared
+}
+
+/// Options of `Recording.open`.
+#[napi(object)]
+pub struct RecordingOptions {
+    /// `"blake3"` (default) or `"sha256"`: the digest hashes are recomputed with.
+    pub hash_algorithm: Option<String>,
+    /// How many skipped lines `stats()` describes (all are counted). Default 10.
+    pub max_skipped_reasons: Option<u32>,
+}
+
+/// A request as the JS shim passes it: positional, values and merges already JSON text
+/// (reading a handful of arguments is cheaper than an object's properties).
+#[allow(clippy::too_many_arguments)]
+fn request(
+    trace_id: Option<String>,
+    package_name: Option<String>,
+    name: Option<String>,
+    submodule_name: Option<String>,
+    input_value: String,
+    input_schema_merges: Option<String>,
+    is_pre_app_start: Option<bool>,
+) -> MockRequest {
+    MockRequest {
+        trace_id,
+        name: name.unwrap_or_default(),
+        package_name: package_name.unwrap_or_default(),
+        submodule_name: submodule_name.unwrap_or_default(),
+        input_value,
+        input_schema_merges,
+        is_pre_app_start: is_pre_app_start.unwrap_or(false),
+        ..MockRequest::default()
+    }
+}
+
+/// The answer as one JSON text: the recorded values are JSON already, so the shim's single
+/// `JSON.parse` builds the whole result, far cheaper than setting a score of properties
+/// through N-API one by one.
+fn result_json(o: &Outcome<'_>) -> String {
+    let mut out = Vec::with_capacity(
+        256 + o.found.as_ref().map_or(o.reason.len(), |m| {
+            m.span.output_value.len() + m.span.metadata.as_ref().map_or(0, String::len)
+        }),
+    );
+    let key = |out: &mut Vec<u8>, k: &str| {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        write_json_str(out, k);
+        out.push(b':');
+    };
+    let string = |out: &mut Vec<u8>, k: &str, v: &str| {
+        key(out, k);
+        write_json_str(out, v);
+    };
+    out.push(b'{');
+    match &o.found {
+        None => {
+            key(&mut out, "found");
+            out.extend_from_slice(b"false");
+            string(&mut out, "reason", &o.reason);
+        }
+        Some(m) => {
+            let s = m.span;
+            key(&mut out, "found");
+            out.extend_from_slice(b"true");
+            key(&mut out, "outputValue");
+            out.extend_from_slice(s.output_value.as_bytes());
+            if let Some(meta) = &s.metadata {
+                key(&mut out, "metadata");
+                out.extend_from_slice(meta.as_bytes());
+            }
+            if let Some((sec, nanos)) = s.timestamp {
+                key(&mut out, "timestamp");
+                out.extend_from_slice(
+                    format!("{{\"seconds\":{sec},\"nanos\":{nanos}}}").as_bytes(),
+                );
+            }
+            string(&mut out, "traceId", &s.trace_id);
+            string(&mut out, "spanId", &s.span_id);
+            string(&mut out, "name", &s.name);
+            string(&mut out, "packageName", &s.package_name);
+            string(&mut out, "matchType", m.match_type.name());
+            key(&mut out, "matchTypeCode");
+            out.extend_from_slice(m.match_type.code().to_string().as_bytes());
+            string(&mut out, "matchScope", m.scope.name());
+            key(&mut out, "priority");
+            out.extend_from_slice(m.priority.to_string().as_bytes());
+            key(&mut out, "reused");
+            out.extend_from_slice(if m.reused { b"true" } else { b"false" });
+            string(&mut out, "description", &m.description);
+            if let Some(score) = m.similarity {
+                key(&mut out, "similarityScore");
+                write_js_number(&mut out, score);
+            }
+            key(&mut out, "topCandidates");
+            out.push(b'[');
+            for (i, c) in m.top_candidates.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"spanId\":");
+                write_json_str(&mut out, &c.span.span_id);
+                out.extend_from_slice(b",\"score\":");
+                write_js_number(&mut out, c.score);
+                out.push(b'}');
+            }
+            out.push(b']');
+        }
+    }
+    key(&mut out, "requestHashes");
+    out.extend_from_slice(b"{\"valueHash\":");
+    write_json_str(&mut out, &o.request.value);
+    out.extend_from_slice(b",\"schemaHash\":");
+    write_json_str(&mut out, &o.request.schema);
+    out.extend_from_slice(b"}}");
+    String::from_utf8(out).expect("recorded values are UTF-8 JSON")
+}
+
+#[napi(object)]
+pub struct NativeSkipped {
+    pub file: String,
+    pub line: f64,
+    pub reason: String,
+}
+
+#[napi(object)]
+pub struct NativeMatchCount {
+    pub match_type: String,
+    pub count: f64,
+}
+
+#[napi(object)]
+pub struct NativeReplayStats {
+    pub files: u32,
+    pub traces: u32,
+    pub spans: u32,
+    pub skipped_lines: f64,
+    pub skipped: Vec<NativeSkipped>,
+    pub duplicate_spans: f64,
+    pub load_ms: f64,
+    pub hash_algorithm: String,
+    pub matches: f64,
+    pub matches_by_type: Vec<NativeMatchCount>,
+    /// Index = cascade priority (1–15).
+    pub matches_by_priority: Vec<f64>,
+    pub misses: f64,
+}
+
+/// A recorded span's details, for debugging and tests.
+#[napi(object)]
+pub struct NativeSpanInfo {
+    pub trace_id: String,
+    pub span_id: String,
+    pub name: String,
+    pub package_name: String,
+    pub is_pre_app_start: bool,
+    pub used: bool,
+    pub file: String,
+    pub line: f64,
+    /// Recomputed at load with the recording's digest.
+    pub input_value_hash: String,
+    pub input_schema_hash: String,
+    pub reduced_input_value_hash: String,
+    pub reduced_input_schema_hash: String,
+    /// As stored in the file.
+    pub stored_input_value_hash: String,
+    pub stored_input_schema_hash: String,
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::new(Status::InvalidArg, msg.into())
+}
+
+/// The native half of `Recording`.
+#[napi]
+pub struct NativeRecording {
+    inner: Arc<Registered>,
+}
+
+#[napi]
+impl NativeRecording {
+    /// Loads `directory` on the blocking pool.
+    #[napi(ts_return_type = "Promise<NativeRecording>")]
+    pub fn open(
+        env: &Env,
+        directory: String,
+        options: Option<RecordingOptions>,
+    ) -> Result<PromiseRaw<'_, NativeRecording>> {
+        let mut opts = LoadOptions::default();
+        if let Some(o) = options {
+            if let Some(h) = o.hash_algorithm {
+                opts.hash = h.parse::<HashAlgorithm>().map_err(invalid)?;
+            }
+            if let Some(n) = o.max_skipped_reasons {
+                opts.max_reasons = n as usize;
+            }
+        }
+        env.spawn_future(async move {
+            let recording = spawn_blocking(move || Recording::open(&directory, &opts))
+                .await
+                .map_err(|e| Error::from_reason(format!("offloop: loading failed: {e}")))?
+                .map_err(|e| Error::from_reason(format!("offloop: {e}")))?;
+            Ok(NativeRecording {
+                inner: register(recording),
+            })
+        })
+    }
+
+    /// Another handle to a recording opened in this process (any worker thread).
+    #[napi(factory)]
+    pub fn from_handle(handle: u32) -> Result<Self> {
+        let weak = registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&handle)
+            .cloned();
+        let inner = weak.and_then(|w| w.upgrade()).ok_or_else(|| {
+            invalid(format!(
+                "offloop: no open recording with handle {handle} (it was never opened in this process, or every Recording object for it was garbage-collected)"
+            ))
+        })?;
+        Ok(NativeRecording { inner })
+    }
+
+    /// The process-wide number of this recording, for `fromHandle` in other workers.
+    #[napi]
+    pub fn handle(&self) -> u32 {
+        self.inner.id
+    }
+
+    /// The hash levels of the cascade, on the calling thread. Returns the result as JSON.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn find_mock(
+        &self,
+        trace_id: Option<String>,
+        package_name: Option<String>,
+        name: Option<String>,
+        submodule_name: Option<String>,
+        input_value: String,
+        input_schema_merges: Option<String>,
+        is_pre_app_start: Option<bool>,
+    ) -> Result<String> {
+        let req = request(
+            trace_id,
+            package_name,
+            name,
+            submodule_name,
+            input_value,
+            input_schema_merges,
+            is_pre_app_start,
+        );
+        let outcome = self
+            .inner
+            .recording
+            .find_mock(&req, Levels::ValueHashes)
+            .map_err(|e| invalid(format!("offloop: {e}")))?;
+        Ok(result_json(&outcome))
+    }
+
+    /// The whole cascade (similarity ranking included) on the blocking pool; resolves to the
+    /// result as JSON.
+    #[napi(ts_return_type = "Promise<string>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn find_mock_async<'env>(
+        &self,
+        env: &'env Env,
+        trace_id: Option<String>,
+        package_name: Option<String>,
+        name: Option<String>,
+        submodule_name: Option<String>,
+        input_value: String,
+        input_schema_merges: Option<String>,
+        is_pre_app_start: Option<bool>,
+    ) -> Result<PromiseRaw<'env, String>> {
+        let req = request(
+            trace_id,
+            package_name,
+            name,
+            submodule_name,
+            input_value,
+            input_schema_merges,
+            is_pre_app_start,
+        );
+        let inner = Arc::clone(&self.inner);
+        env.spawn_future(async move {
+            spawn_blocking(move || {
+                inner
+                    .recording
+                    .find_mock(&req, Levels::All)
+                    .map(|o| result_json(&o))
+                    .map_err(|e| invalid(format!("offloop: {e}")))
+            })
+            .await
+            .map_err(|e| Error::from_reason(format!("offloop: findMockAsync failed: {e}")))?
+        })
+    }
+
+    /// Load and match counters.
+    #[napi]
+    pub fn stats(&self) -> NativeReplayStats {
+        let s = self.inner.recording.stats();
+        let matches: u64 = s.matches_by_type.iter().map(|(_, n)| n).sum();
+        NativeReplayStats {
+            files: s.files as u32,
+            traces: s.traces as u32,
+            spans: s.spans as u32,
+            skipped_lines: s.skipped_lines as f64,
+            skipped: s
+                .skipped
+                .into_iter()
+                .map(|k| NativeSkipped {
+                    file: k.file,
+                    line: k.line as f64,
+                    reason: k.reason,
+                })
+                .collect(),
+            duplicate_spans: s.duplicate_spans as f64,
+            load_ms: s.load_time.as_secs_f64() * 1000.0,
+            hash_algorithm: s.hash.name().to_string(),
+            matches: matches as f64,
+            matches_by_type: s
+                .matches_by_type
+                .iter()
+                .map(|(t, n)| NativeMatchCount {
+                    match_type: t.name().to_string(),
+                    count: *n as f64,
+                })
+                .collect(),
+            matches_by_priority: s.matches_by_priority.iter().map(|&n| n as f64).collect(),
+            misses: s.misses as f64,
+        }
+    }
+
+    /// A recorded span's hashes and origin; `null` when there is no such span.
+    #[napi]
+    pub fn describe_span(&self, trace_id: String, span_id: String) -> Option<NativeSpanInfo> {
+        let s = self.inner.recording.span(&trace_id, &span_id)?;
+        let hex = replay::hashing::to_hex;
+        Some(NativeSpanInfo {
+            trace_id: s.trace_id.clone(),
+            span_id: s.span_id.clone(),
+            name: s.name.clone(),
+            package_name: s.package_name.clone(),
+            is_pre_app_start: s.is_pre_app_start,
+            used: s.is_used(),
+            file: s.source.file.to_string(),
+            line: s.source.line as f64,
+            input_value_hash: hex(&s.hashes.value),
+            input_schema_hash: hex(&s.hashes.schema),
+            reduced_input_value_hash: hex(&s.hashes.reduced_value),
+            reduced_input_schema_hash: hex(&s.hashes.reduced_schema),
+            stored_input_value_hash: s.stored_value_hash.clone(),
+            stored_input_schema_hash: s.stored_schema_hash.clone(),
+        })
+    }
+}

@@ -1,0 +1,610 @@
+//! The matching cascade (reference §4.4), first match wins:
+//!
+//! | priority | look-up | scope |
+//! |---|---|---|
+//! | 1 / 2 | the trace's spans with the request's input value hash, unused / used | TRACE |
+//! | 3 / 4 | the same with the reduced value hash (`matchImportance: 0` fields removed) | TRACE |
+//! | 5 / 6 | all spans by value hash / reduced value hash, same `isPreAppStart`, unused → used | GLOBAL |
+//! | 7 / 8 | the trace's spans of the package with the request's schema hash, shape-checked, unused / used | TRACE |
+//! | 9 / 10 | the same with the reduced schema hash | TRACE |
+//! | 12 / 13 | (no trace, or pre-app-start) all spans by value / reduced value hash, same `isPreAppStart` | GLOBAL |
+//! | 14 / 15 | (pre-app-start only) pre-app-start spans of the package by schema / reduced schema hash, shape-checked | GLOBAL |
+//!
+//! Priorities 1–6 and 12–13 are hash look-ups ([`Levels::ValueHashes`]); the schema levels
+//! rank several candidates by similarity (the first 50, score descending, then oldest, then
+//! span id) and run only with [`Levels::All`]. Priority 11 (the Tusk cloud's global spans)
+//! does not apply to local recordings, and the CLI's Python-only guardrail is left out.
+//!
+//! "Unused → used": the first span nobody has consumed, else the first consumed one (a
+//! request repeated more often than recorded reuses its last answer). Consuming is a
+//! compare-exchange on the span's flag, so a look-up and its marking are one atomic step:
+//! with concurrent callers each unused span is handed out once. Every match marks its span,
+//! including suite-level ones.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+
+use serde_json::Value;
+
+use super::hashing::{self, to_hex, Exact, Reduced};
+use super::shape::Shape;
+use super::similarity;
+use super::span::RecordedSpan;
+use super::{MatchScope, MatchType, Recording};
+use crate::merges::Merges;
+
+/// Candidates scored per similarity ranking.
+const MAX_RANKED: usize = 50;
+/// Runners-up reported with a ranked match.
+const TOP_CANDIDATES: usize = 5;
+
+/// Which levels to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Levels {
+    /// Only the hash look-ups (priorities 1–6, 12–13): microseconds, fit for a synchronous call.
+    ValueHashes,
+    /// The whole cascade, including the schema levels with similarity ranking.
+    All,
+}
+
+/// An outbound call to answer (the replay side of `MockRequestData`).
+#[derive(Clone, Debug, Default)]
+pub struct MockRequest {
+    /// The test's trace id (`traceId` or `testId`); empty or absent for calls outside a test.
+    pub trace_id: Option<String>,
+    /// Display name (`pg.query`).
+    pub name: String,
+    /// `pg`, `http`, …
+    pub package_name: String,
+    /// `query`, `GET`, …
+    pub submodule_name: String,
+    /// Instrumentation class name.
+    pub instrumentation_name: String,
+    /// The input value as JSON text, normalized like a recorded `td.inputValue`.
+    pub input_value: String,
+    /// Schema merges as JSON text (`{key: {encoding?, decodedType?, matchImportance?}}`).
+    pub input_schema_merges: Option<String>,
+    /// Made before the app was ready.
+    pub is_pre_app_start: bool,
+    /// Span kind (informational).
+    pub kind: Option<i32>,
+    /// Caller stack (informational).
+    pub stack_trace: Option<String>,
+}
+
+/// A runner-up of a similarity ranking.
+#[derive(Clone, Debug)]
+pub struct Candidate<'r> {
+    /// The candidate span.
+    pub span: &'r RecordedSpan,
+    /// Its similarity score.
+    pub score: f64,
+}
+
+/// A recorded span that answers a request.
+#[derive(Clone, Debug)]
+pub struct MockMatch<'r> {
+    /// The span: its `output_value` is the answer.
+    pub span: &'r RecordedSpan,
+    /// How it was found.
+    pub match_type: MatchType,
+    /// Where it was found.
+    pub scope: MatchScope,
+    /// Cascade priority (see the table above).
+    pub priority: u8,
+    /// The span had been handed out before (no unused candidate was left).
+    pub reused: bool,
+    /// Human-readable level, as the CLI words it.
+    pub description: Cow<'static, str>,
+    /// The best score when several candidates were ranked.
+    pub similarity: Option<f64>,
+    /// Up to 5 runners-up when several candidates were ranked.
+    pub top_candidates: Vec<Candidate<'r>>,
+}
+
+/// The request's hashes, hex.
+#[derive(Clone, Debug, Default)]
+pub struct RequestHashes {
+    /// Input value hash (as the exporter would record it).
+    pub value: String,
+    /// Input schema hash.
+    pub schema: String,
+    /// Reduced value hash, when a level needed it.
+    pub reduced_value: Option<String>,
+    /// Reduced schema hash, when a level needed it.
+    pub reduced_schema: Option<String>,
+}
+
+/// The answer to a request: a match, or why there is none.
+#[derive(Clone, Debug)]
+pub struct Outcome<'r> {
+    /// The match, if any.
+    pub found: Option<MockMatch<'r>>,
+    /// Why nothing matched (empty when `found`).
+    pub reason: String,
+    /// The request's hashes.
+    pub request: RequestHashes,
+}
+
+/// Priority → match type.
+pub(crate) fn priority_type(p: u8) -> Option<MatchType> {
+    Some(match p {
+        1 | 2 | 5 | 12 => MatchType::InputValueHash,
+        3 | 4 | 6 | 13 => MatchType::InputValueHashReducedSchema,
+        7 | 8 | 14 => MatchType::InputSchemaHash,
+        9 | 10 | 15 => MatchType::InputSchemaHashReducedSchema,
+        _ => return None,
+    })
+}
+
+/// The level as the CLI words it ("Suite unused span by input value hash").
+fn describe(scope: MatchScope, reused: bool, t: MatchType) -> &'static str {
+    use MatchScope::{Global, Trace};
+    use MatchType::*;
+    match (scope, reused, t) {
+        (Trace, false, InputValueHash) => "Unused span by input value hash",
+        (Trace, true, InputValueHash) => "Used span by input value hash",
+        (Trace, false, InputValueHashReducedSchema) => {
+            "Unused span by input value hash with reduced schema"
+        }
+        (Trace, true, InputValueHashReducedSchema) => {
+            "Used span by input value hash with reduced schema"
+        }
+        (Trace, false, InputSchemaHash) => "Unused span by input schema hash",
+        (Trace, true, InputSchemaHash) => "Used span by input schema hash",
+        (Trace, false, InputSchemaHashReducedSchema) => "Unused span by reduced input schema hash",
+        (Trace, true, InputSchemaHashReducedSchema) => "Used span by reduced input schema hash",
+        (Global, false, InputValueHash) => "Suite unused span by input value hash",
+        (Global, true, InputValueHash) => "Suite used span by input value hash",
+        (Global, false, InputValueHashReducedSchema) => {
+            "Suite unused span by input value hash with reduced schema"
+        }
+        (Global, true, InputValueHashReducedSchema) => {
+            "Suite used span by input value hash with reduced schema"
+        }
+        (Global, false, InputSchemaHash) => "Suite unused span by input schema hash",
+        (Global, true, InputSchemaHash) => "Suite used span by input schema hash",
+        (Global, false, InputSchemaHashReducedSchema) => "Suite unused span by reduced schema hash",
+        (Global, true, InputSchemaHashReducedSchema) => "Suite used span by reduced schema hash",
+    }
+}
+
+/// A chosen span before it becomes a [`MockMatch`].
+struct Pick {
+    span: u32,
+    reused: bool,
+    similarity: Option<f64>,
+    runners_up: Vec<(u32, f64)>,
+}
+
+impl Pick {
+    fn plain(span: u32, reused: bool) -> Pick {
+        Pick {
+            span,
+            reused,
+            similarity: None,
+            runners_up: Vec::new(),
+        }
+    }
+}
+
+/// Per-request state: hashes and parsed forms are computed once, when a level first needs them.
+struct Query<'q> {
+    json: &'q [u8],
+    merges: Option<&'q Merges>,
+    exact: Exact,
+    reduced: Option<Reduced>,
+    shape: Option<Shape>,
+    tree: Option<Value>,
+}
+
+impl Recording {
+    /// Finds the recorded span that answers `req`, consuming it. `Err` only for a request
+    /// that cannot be hashed (invalid JSON, bad merges); "no match" is an [`Outcome`].
+    pub fn find_mock(&self, req: &MockRequest, levels: Levels) -> Result<Outcome<'_>, String> {
+        let merges = match req.input_schema_merges.as_deref().map(str::trim) {
+            None | Some("") | Some("null") => None,
+            Some(m) => Some(
+                hashing::parse_merges(m.as_bytes())
+                    .map_err(|e| format!("inputSchemaMerges: {e}"))?,
+            ),
+        };
+        let json = req.input_value.as_bytes();
+        let exact = hashing::exact(json, merges.as_deref(), self.algo)
+            .map_err(|e| format!("inputValue: {e}"))?;
+        let mut q = Query {
+            json,
+            merges: merges.as_deref(),
+            exact,
+            reduced: None,
+            shape: None,
+            tree: None,
+        };
+        let mut tried = Tried::default();
+        let found = self.cascade(req, levels, &mut q, &mut tried)?;
+        let request = RequestHashes {
+            value: std::mem::take(&mut q.exact.value_hex),
+            schema: std::mem::take(&mut q.exact.schema_hex),
+            reduced_value: q.reduced.map(|r| to_hex(&r.value)),
+            reduced_schema: q.reduced.map(|r| to_hex(&r.schema)),
+        };
+        match found {
+            Some(m) => {
+                self.by_priority[m.priority as usize].fetch_add(1, Ordering::Relaxed);
+                Ok(Outcome {
+                    found: Some(m),
+                    reason: String::new(),
+                    request,
+                })
+            }
+            None => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                Ok(Outcome {
+                    found: None,
+                    reason: self.miss_reason(req, tried),
+                    request,
+                })
+            }
+        }
+    }
+
+    fn cascade(
+        &self,
+        req: &MockRequest,
+        levels: Levels,
+        q: &mut Query<'_>,
+        tried: &mut Tried,
+    ) -> Result<Option<MockMatch<'_>>, String> {
+        let trace_id = req.trace_id.as_deref().filter(|t| !t.is_empty());
+        let trace = trace_id.and_then(|t| self.traces.get(t).copied());
+        let package = self.packages.get(req.package_name.as_str()).copied();
+        let pre = req.is_pre_app_start;
+        let all = levels == Levels::All;
+
+        if let Some(t) = trace {
+            tried.add(Tried::TRACE_VALUE);
+            let b = self.index.trace_value.get(&(t, q.exact.value));
+            if let Some((i, reused)) = self.claim_first(b, None) {
+                return Ok(Some(
+                    self.found(Pick::plain(i, reused), if reused { 2 } else { 1 }),
+                ));
+            }
+            tried.add(Tried::TRACE_REDUCED_VALUE);
+            let r = self.reduced(q)?;
+            let b = self.index.trace_reduced_value.get(&(t, r.value));
+            if let Some((i, reused)) = self.claim_first(b, None) {
+                return Ok(Some(
+                    self.found(Pick::plain(i, reused), if reused { 4 } else { 3 }),
+                ));
+            }
+            if let Some(m) = self.suite_value_levels(q, pre, 5, tried)? {
+                return Ok(Some(m));
+            }
+            if !all && package.is_some() {
+                tried.add(Tried::SCHEMA_SKIPPED);
+            }
+            if all {
+                if let Some(p) = package {
+                    tried.add(Tried::TRACE_SCHEMA);
+                    let b = self.index.trace_schema.get(&(t, p, q.exact.schema));
+                    if let Some(pick) = self.pick_by_schema(q, b, false) {
+                        let prio = if pick.reused { 8 } else { 7 };
+                        return Ok(Some(self.found(pick, prio)));
+                    }
+                    tried.add(Tried::TRACE_REDUCED_SCHEMA);
+                    let r = self.reduced(q)?;
+                    let b = self.index.trace_reduced_schema.get(&(t, p, r.schema));
+                    if let Some(pick) = self.pick_by_schema(q, b, false) {
+                        let prio = if pick.reused { 10 } else { 9 };
+                        return Ok(Some(self.found(pick, prio)));
+                    }
+                }
+            }
+        }
+
+        // Across traces: for calls outside any test, and for pre-app-start calls.
+        if trace_id.is_some() && !pre {
+            return Ok(None);
+        }
+        if trace.is_none() {
+            if let Some(m) = self.suite_value_levels(q, pre, 12, tried)? {
+                return Ok(Some(m));
+            }
+        }
+        if !pre {
+            return Ok(None);
+        }
+        let Some(p) = package else { return Ok(None) };
+        if !all {
+            tried.add(Tried::SCHEMA_SKIPPED);
+            return Ok(None);
+        }
+        tried.add(Tried::SUITE_SCHEMA);
+        let b = self.index.suite_schema.get(&(p, q.exact.schema));
+        if let Some(pick) = self.pick_by_schema(q, b, true) {
+            return Ok(Some(self.found(pick, 14)));
+        }
+        tried.add(Tried::SUITE_REDUCED_SCHEMA);
+        let r = self.reduced(q)?;
+        let b = self.index.suite_reduced_schema.get(&(p, r.schema));
+        Ok(self
+            .pick_by_schema(q, b, true)
+            .map(|pick| self.found(pick, 15)))
+    }
+
+    /// Suite value hash then suite reduced value hash, limited to spans with the request's
+    /// `isPreAppStart`; priorities `first` and `first + 1`.
+    fn suite_value_levels(
+        &self,
+        q: &mut Query<'_>,
+        pre: bool,
+        first: u8,
+        tried: &mut Tried,
+    ) -> Result<Option<MockMatch<'_>>, String> {
+        tried.add(Tried::SUITE_VALUE);
+        let b = self.index.suite_value.get(&q.exact.value);
+        if let Some((i, reused)) = self.claim_first(b, Some(pre)) {
+            return Ok(Some(self.found(Pick::plain(i, reused), first)));
+        }
+        tried.add(Tried::SUITE_REDUCED_VALUE);
+        let r = self.reduced(q)?;
+        let b = self.index.suite_reduced_value.get(&r.value);
+        Ok(self
+            .claim_first(b, Some(pre))
+            .map(|(i, reused)| self.found(Pick::plain(i, reused), first + 1)))
+    }
+
+    fn reduced(&self, q: &mut Query<'_>) -> Result<Reduced, String> {
+        if let Some(r) = q.reduced {
+            return Ok(r);
+        }
+        let r = hashing::reduced(q.json, q.merges, self.algo, &q.exact)
+            .map_err(|e| format!("inputValue: {e}"))?;
+        q.reduced = Some(r);
+        Ok(r)
+    }
+
+    /// First unused span of the bucket (claimed), else the first used one.
+    fn claim_first(
+        &self,
+        bucket: impl Iterator<Item = u32> + Clone,
+        pre_app_start: Option<bool>,
+    ) -> Option<(u32, bool)> {
+        let eligible =
+            |i: &u32| pre_app_start.is_none_or(|p| self.spans[*i as usize].is_pre_app_start == p);
+        if let Some(i) = bucket
+            .clone()
+            .filter(eligible)
+            .find(|&i| self.spans[i as usize].claim())
+        {
+            return Some((i, false));
+        }
+        let mut bucket = bucket;
+        bucket.find(eligible).map(|i| (i, true))
+    }
+
+    /// A schema bucket: shape-checked candidates, unused (claimed) → used, several ranked by
+    /// similarity.
+    fn pick_by_schema(
+        &self,
+        q: &mut Query<'_>,
+        bucket: impl Iterator<Item = u32>,
+        pre_app_start_only: bool,
+    ) -> Option<Pick> {
+        let req_shape = q.shape.get_or_insert_with(|| Shape::of(&q.exact.canonical));
+        let candidates: Vec<u32> = bucket
+            .filter(|&i| {
+                let s = &self.spans[i as usize];
+                (!pre_app_start_only || s.is_pre_app_start)
+                    && req_shape.admits(s.shape(), &s.package_name)
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        loop {
+            let unused: Vec<u32> = candidates
+                .iter()
+                .copied()
+                .filter(|&i| !self.spans[i as usize].is_used())
+                .collect();
+            match unused.len() {
+                0 => break,
+                1 if self.spans[unused[0] as usize].claim() => {
+                    return Some(Pick::plain(unused[0], false))
+                }
+                1 => continue,
+                _ => {}
+            }
+            let ranked = self.rank(q, &unused);
+            if let Some(pos) = ranked
+                .iter()
+                .position(|&(i, _)| self.spans[i as usize].claim())
+            {
+                return Some(ranked_pick(ranked, pos, false));
+            }
+            // Every ranked candidate was taken meanwhile: look again.
+        }
+        let used: Vec<u32> = candidates
+            .into_iter()
+            .filter(|&i| self.spans[i as usize].is_used())
+            .collect();
+        match used.len() {
+            0 => None,
+            1 => Some(Pick::plain(used[0], true)),
+            _ => Some(ranked_pick(self.rank(q, &used), 0, true)),
+        }
+    }
+
+    /// The first [`MAX_RANKED`] candidates by similarity: score descending, then oldest, then
+    /// span id (the candidates' order).
+    fn rank(&self, q: &mut Query<'_>, candidates: &[u32]) -> Vec<(u32, f64)> {
+        let req = q.tree.get_or_insert_with(|| {
+            serde_json::from_slice(&q.exact.canonical).unwrap_or(Value::Null)
+        });
+        let mut scored: Vec<(u32, f64)> = candidates
+            .iter()
+            .take(MAX_RANKED)
+            .map(|&i| {
+                let span = &self.spans[i as usize];
+                let value: Value =
+                    serde_json::from_slice(&span.input_canonical).unwrap_or(Value::Null);
+                (i, similarity::score(req, &value))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored
+    }
+
+    fn found(&self, pick: Pick, priority: u8) -> MockMatch<'_> {
+        let match_type = priority_type(priority).expect("cascade priorities have a type");
+        let scope = match priority {
+            1..=4 | 7..=10 => MatchScope::Trace,
+            _ => MatchScope::Global,
+        };
+        let description = match pick.similarity {
+            None => Cow::Borrowed(describe(scope, pick.reused, match_type)),
+            Some(s) => {
+                let mut d = describe(scope, pick.reused, match_type).to_string();
+                d.push_str(&format!(" (similarity: {s:.2}"));
+                if let Some((_, next)) = pick.runners_up.first() {
+                    d.push_str(&format!(", next best: {next:.2}"));
+                }
+                d.push(')');
+                Cow::Owned(d)
+            }
+        };
+        MockMatch {
+            span: &self.spans[pick.span as usize],
+            match_type,
+            scope,
+            priority,
+            reused: pick.reused,
+            description,
+            similarity: pick.similarity,
+            top_candidates: pick
+                .runners_up
+                .into_iter()
+                .map(|(i, score)| Candidate {
+                    span: &self.spans[i as usize],
+                    score,
+                })
+                .collect(),
+        }
+    }
+
+    fn miss_reason(&self, req: &MockRequest, tried: Tried) -> String {
+        let what = format!(
+            "{} {:?}",
+            if req.package_name.is_empty() {
+                "request"
+            } else {
+                &req.package_name
+            },
+            if req.name.is_empty() {
+                &req.submodule_name
+            } else {
+                &req.name
+            },
+        );
+        let trace = req.trace_id.as_deref().filter(|t| !t.is_empty());
+        let mut reason = format!("no recorded span matches {what}");
+        match trace {
+            Some(t) if !self.traces.contains_key(t) => {
+                reason.push_str(&format!(": trace {t} is not in the recording"));
+                if !req.is_pre_app_start {
+                    reason.push_str(
+                        " (only pre-app-start calls and calls without a trace are matched across traces)",
+                    );
+                }
+            }
+            Some(t) => reason.push_str(&format!(" in trace {t}")),
+            None => reason.push_str(" (no trace id: matched across traces)"),
+        }
+        if tried.0 != 0 {
+            reason.push_str(&format!(
+                "; tried: {}",
+                tried.describe(req.is_pre_app_start)
+            ));
+        }
+        if tried.0 & Tried::SCHEMA_SKIPPED != 0 {
+            reason.push_str("; schema-hash levels not tried (findMockAsync runs them)");
+        }
+        if !self.packages.contains_key(req.package_name.as_str()) {
+            reason.push_str(&format!(
+                "; the recording has no {:?} spans",
+                req.package_name
+            ));
+        }
+        reason
+    }
+}
+
+/// The levels a request went through, for the reason of a miss (a bit set: nothing is
+/// allocated on the path of a match).
+#[derive(Clone, Copy, Debug, Default)]
+struct Tried(u16);
+
+impl Tried {
+    const TRACE_VALUE: u16 = 1;
+    const TRACE_REDUCED_VALUE: u16 = 2;
+    const SUITE_VALUE: u16 = 4;
+    const SUITE_REDUCED_VALUE: u16 = 8;
+    const TRACE_SCHEMA: u16 = 16;
+    const TRACE_REDUCED_SCHEMA: u16 = 32;
+    const SUITE_SCHEMA: u16 = 64;
+    const SUITE_REDUCED_SCHEMA: u16 = 128;
+    /// Schema levels applied but were left to [`Levels::All`].
+    const SCHEMA_SKIPPED: u16 = 256;
+
+    fn add(&mut self, level: u16) {
+        self.0 |= level;
+    }
+
+    fn describe(self, pre_app_start: bool) -> String {
+        [
+            (Self::TRACE_VALUE, "trace value hash".to_string()),
+            (
+                Self::TRACE_REDUCED_VALUE,
+                "trace reduced value hash".to_string(),
+            ),
+            (
+                Self::SUITE_VALUE,
+                format!("suite value hash (isPreAppStart={pre_app_start})"),
+            ),
+            (
+                Self::SUITE_REDUCED_VALUE,
+                format!("suite reduced value hash (isPreAppStart={pre_app_start})"),
+            ),
+            (Self::TRACE_SCHEMA, "trace schema hash".to_string()),
+            (
+                Self::TRACE_REDUCED_SCHEMA,
+                "trace reduced schema hash".to_string(),
+            ),
+            (
+                Self::SUITE_SCHEMA,
+                "suite schema hash (pre-app-start spans)".to_string(),
+            ),
+            (
+                Self::SUITE_REDUCED_SCHEMA,
+                "suite reduced schema hash (pre-app-start spans)".to_string(),
+            ),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| self.0 & bit != 0)
+        .map(|(_, name)| name)
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+}
+
+fn ranked_pick(mut ranked: Vec<(u32, f64)>, pos: usize, reused: bool) -> Pick {
+    let (span, score) = ranked.remove(pos);
+    ranked.truncate(TOP_CANDIDATES);
+    Pick {
+        span,
+        reused,
+        similarity: Some(score),
+        runners_up: ranked,
+    }
+}

@@ -339,7 +339,9 @@ function chartsExport({ results }) {
 /** Writes export.json, export.md, event-loop-<rows>.svg into `out`. */
 function writeExport(out, report) {
   fs.mkdirSync(out, { recursive: true })
-  fs.writeFileSync(path.join(out, 'export.json'), JSON.stringify(report, null, 1) + '\n')
+  // One line per [start, gap] stall pair keeps the file short and diffable.
+  const json = JSON.stringify(report, null, 1).replace(/\[\n\s*(-?[\d.e+-]+),\n\s*(-?[\d.e+-]+)\n\s*\]/g, '[$1, $2]')
+  fs.writeFileSync(path.join(out, 'export.json'), json + '\n')
   fs.writeFileSync(path.join(out, 'export.md'), markdownExport(report))
   for (const [rows, svg] of Object.entries(chartsExport(report))) fs.writeFileSync(path.join(out, `event-loop-${rows}.svg`), svg)
 }

@@ -6,6 +6,8 @@
 //! object is copied verbatim onto that property's schema, as the JS reference does.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::json::walk::{walk, Emit, Sinks};
@@ -105,6 +107,29 @@ impl Merges {
             entries.push((key, Arc::new(merge)));
         }
         Ok(Merges { entries })
+    }
+
+    /// [`Merges::parse`], memoized per thread. An app (and a recording) uses a handful of
+    /// distinct merge maps — every pg span carries the same one — and parsing one costs more
+    /// than hashing a small payload, so the exporter, `hash_payload` and replay all parse
+    /// through here.
+    pub fn parse_shared(json: &[u8]) -> Result<Arc<Merges>, String> {
+        const MAX_CACHED: usize = 256;
+        thread_local! {
+            static CACHE: RefCell<HashMap<Box<[u8]>, Arc<Merges>>> = RefCell::new(HashMap::new());
+        }
+        if let Some(m) = CACHE.with(|c| c.borrow().get(json).cloned()) {
+            return Ok(m);
+        }
+        let m = Arc::new(Merges::parse(json)?);
+        CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.len() >= MAX_CACHED {
+                c.clear();
+            }
+            c.insert(json.into(), Arc::clone(&m));
+        });
+        Ok(m)
     }
 
     /// The merge for a top-level key, if any.

@@ -144,10 +144,10 @@ pub fn hash_payload(
     algo: HashAlgorithm,
 ) -> Result<Payload, String> {
     let merges = match merges_json {
-        Some(m) => Some(Merges::parse(m).map_err(|e| format!("schema merges: {e}"))?),
+        Some(m) => Some(Merges::parse_shared(m).map_err(|e| format!("schema merges: {e}"))?),
         None => None,
     };
-    process(json, merges.as_ref(), algo)
+    process(json, merges.as_deref(), algo)
 }
 
 /// Compact JSON and `google.protobuf.Struct` bytes of a value that is stored but not hashed

@@ -1,7 +1,7 @@
 //! One span frame → its recorded forms: the protobuf `tusk.drift.core.v1.Span` and the
 //! Tusk-style JSONL line (`CleanSpanData` keys, reference §1.2, §2.3).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use prost::Message;
 use tusk_drift_schemas::tusk::drift::core::v1 as pb;
@@ -181,7 +181,7 @@ pub fn record(frame: &SpanFrame<'_>, opts: &RecordOptions) -> Result<SpanRecord,
             let json = json_attr(attrs::INPUT_VALUE, v).map_err(|e| (Stage::Input, e))?;
             let merges =
                 merges_attr(frame, attrs::INPUT_SCHEMA_MERGES).map_err(|e| (Stage::Input, e))?;
-            payload::process_with(json, merges.as_ref(), algo, want)
+            payload::process_with(json, merges.as_deref(), algo, want)
                 .map_err(|e| (Stage::Input, format!("{}: {e}", attrs::INPUT_VALUE)))?
         }
     };
@@ -195,7 +195,7 @@ pub fn record(frame: &SpanFrame<'_>, opts: &RecordOptions) -> Result<SpanRecord,
             let json = json_attr(attrs::OUTPUT_VALUE, v).map_err(|e| (Stage::Output, e))?;
             let merges =
                 merges_attr(frame, attrs::OUTPUT_SCHEMA_MERGES).map_err(|e| (Stage::Output, e))?;
-            output_owned = payload::process_with(json, merges.as_ref(), algo, want)
+            output_owned = payload::process_with(json, merges.as_deref(), algo, want)
                 .map_err(|e| (Stage::Output, format!("{}: {e}", attrs::OUTPUT_VALUE)))?;
             &output_owned
         }
@@ -271,7 +271,7 @@ fn json_attr<'a>(key: &str, v: &AttrValue<'a>) -> Result<&'a [u8], String> {
     }
 }
 
-fn merges_attr(frame: &SpanFrame<'_>, key: &str) -> Result<Option<Merges>, String> {
+fn merges_attr(frame: &SpanFrame<'_>, key: &str) -> Result<Option<Arc<Merges>>, String> {
     match frame.attr(key) {
         None => Ok(None),
         Some(v) => {
@@ -279,7 +279,7 @@ fn merges_attr(frame: &SpanFrame<'_>, key: &str) -> Result<Option<Merges>, Strin
             if json.is_empty() {
                 return Ok(None);
             }
-            Merges::parse(json)
+            Merges::parse_shared(json)
                 .map(Some)
                 .map_err(|e| format!("{key}: {e}"))
         }

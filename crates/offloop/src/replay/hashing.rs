@@ -8,8 +8,7 @@
 //! same merges. The reduced schema hash is then the hash of the schema with those properties
 //! removed, since a schema lists exactly the value's properties.
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -128,25 +127,9 @@ pub fn reduced(
 #[derive(serde::Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 struct Key<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
 
-/// [`Merges::parse`], memoized per thread: a recording (and an app's requests) use a handful
-/// of distinct merge maps, and parsing one costs more than hashing a small payload.
+/// [`Merges::parse_shared`]: the one memoized parse, shared with the exporter.
 pub fn parse_merges(json: &[u8]) -> Result<Arc<Merges>, String> {
-    const MAX_CACHED: usize = 256;
-    thread_local! {
-        static CACHE: RefCell<HashMap<Box<[u8]>, Arc<Merges>>> = RefCell::new(HashMap::new());
-    }
-    if let Some(m) = CACHE.with(|c| c.borrow().get(json).cloned()) {
-        return Ok(m);
-    }
-    let m = Arc::new(Merges::parse(json)?);
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() >= MAX_CACHED {
-            c.clear();
-        }
-        c.insert(json.into(), Arc::clone(&m));
-    });
-    Ok(m)
+    Merges::parse_shared(json)
 }
 
 /// Parses a 64-character lower-case hex hash.

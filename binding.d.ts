@@ -18,6 +18,12 @@ export declare class NativeExporter {
    */
   export(segments: Array<Buffer>): Promise<BatchReport>
   /**
+   * Refuses a batch of `spans` spans up front when the queue is already full: returns its
+   * report (the spans are counted dropped), or nothing when there is room. Called before
+   * framing, so a batch that would be dropped costs the JS thread nothing.
+   */
+  refuseIfFull(spans: number): BatchReport | null
+  /**
    * Processor mode: queues one span frame (copied). Returns false when it was refused
    * (queue full: dropped; shut down: failed); `stats()` counts it either way.
    */

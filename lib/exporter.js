@@ -25,9 +25,11 @@ class OffloopExporter {
       settle(resultCallback, { code: FAILED, error: new Error('offloop: export() after shutdown(); the spans were not recorded') })
       return
     }
+    // A full queue refuses the batch before any framing work or memory is spent on it.
+    const refused = this._native.refuseIfFull(spans.length)
     // Tracked until the native side answers, so forceFlush()/shutdown() called right after
     // export() cannot overtake a batch that is still being framed.
-    const pending = frameBatch(spans).then((batch) => this._native.export(batch))
+    const pending = refused ? Promise.resolve(refused) : frameBatch(spans).then((batch) => this._native.export(batch))
     this._pending.add(pending)
     pending
       .finally(() => this._pending.delete(pending))

@@ -273,6 +273,18 @@ impl NativeExporter {
         })
     }
 
+    /// Refuses a batch of `spans` spans up front when the queue is already full: returns its
+    /// report (the spans are counted dropped), or nothing when there is room. Called before
+    /// framing, so a batch that would be dropped costs the JS thread nothing.
+    #[napi(catch_unwind)]
+    pub fn refuse_if_full(&self, spans: u32) -> Option<BatchReport> {
+        self.shared
+            .exporter
+            .refuse_if_full(spans)
+            .err()
+            .map(|rejected| rejected_report(spans, &rejected))
+    }
+
     /// Processor mode: queues one span frame (copied). Returns false when it was refused
     /// (queue full: dropped; shut down: failed); `stats()` counts it either way.
     #[napi(catch_unwind)]

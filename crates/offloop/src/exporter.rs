@@ -616,6 +616,24 @@ impl Exporter {
         }
     }
 
+    /// Refuses (and counts as dropped) a batch of `spans` spans before its producer spends
+    /// anything on it, when the queue is already at `max_queue_bytes`. Lets the JS shim skip
+    /// framing batches that would only be dropped, so a flood of exports cannot grow the JS
+    /// heap either.
+    pub fn refuse_if_full(&self, spans: u32) -> Result<(), Rejected> {
+        let f = self.lock_in_flight();
+        let queued = f.bytes as usize;
+        if queued < self.config.max_queue_bytes {
+            return Ok(());
+        }
+        self.received.fetch_add(spans as u64, Relaxed);
+        self.dropped.fetch_add(spans as u64, Relaxed);
+        Err(Rejected::QueueFull {
+            queued,
+            limit: self.config.max_queue_bytes,
+        })
+    }
+
     /// Counts spans that never reached a batch (e.g. a processor queue overflow).
     pub fn count_dropped_before_accept(&self, spans: u64) {
         let _f = self.lock_in_flight();

@@ -14,28 +14,82 @@ const optionalString = (request, name) => {
   return v
 }
 
-// The native arguments: [traceId, packageName, name, submoduleName, inputValue (JSON text),
-// inputSchemaMerges (JSON text), isPreAppStart]. The result comes back as one JSON text.
-function nativeArgs(request) {
-  if (request === null || typeof request !== 'object') throw new TypeError('offloop: findMock needs a request object')
-  let inputValue = request.inputValue
-  if (typeof inputValue !== 'string') {
-    inputValue = inputValue === undefined ? undefined : JSON.stringify(inputValue)
-    if (inputValue === undefined) throw new TypeError('offloop: request.inputValue must be a JSON string or a JSON-able value')
+// Instrumentations pass the same merges object with every call: its JSON text is kept per
+// object (a merges object is not expected to change once handed over).
+const mergesText = new WeakMap()
+
+function mergesJson(merges) {
+  if (merges === undefined || merges === null) return undefined
+  if (typeof merges === 'string') return merges
+  if (typeof merges !== 'object') throw new TypeError(`offloop: request.inputSchemaMerges must be an object or JSON text, got ${typeof merges}`)
+  let text = mergesText.get(merges)
+  if (text === undefined) {
+    text = JSON.stringify(merges)
+    mergesText.set(merges, text)
   }
-  let merges = request.inputSchemaMerges
-  if (merges === null) merges = undefined
-  else if (merges !== undefined && typeof merges !== 'string') merges = JSON.stringify(merges)
-  const traceId = request.traceId || request.testId || undefined
-  return [
-    traceId === undefined ? undefined : String(traceId),
+  return text
+}
+
+function checkRequest(request) {
+  if (request === null || typeof request !== 'object') throw new TypeError('offloop: findMock needs a request object')
+}
+
+function inputJson(request) {
+  const v = request.inputValue
+  if (typeof v === 'string') return v
+  const text = v === undefined ? undefined : JSON.stringify(v)
+  if (text === undefined) throw new TypeError('offloop: request.inputValue must be a JSON string or a JSON-able value')
+  return text
+}
+
+function traceIdOf(request) {
+  const t = request.traceId || request.testId || undefined
+  return t === undefined ? undefined : String(t)
+}
+
+// One native call with positional arguments (cheaper to read than an object's properties):
+// traceId, packageName, name, submoduleName, inputValue (JSON text), inputSchemaMerges (JSON
+// text), isPreAppStart. The result comes back as one JSON text.
+function callNative(fn, native, request) {
+  checkRequest(request)
+  return fn.call(
+    native,
+    traceIdOf(request),
     optionalString(request, 'packageName'),
     optionalString(request, 'name'),
     optionalString(request, 'submoduleName'),
-    inputValue,
-    merges,
+    inputJson(request),
+    mergesJson(request.inputSchemaMerges),
     request.isPreAppStart === true,
-  ]
+  )
+}
+
+// The native result is a positional JSON array (crates/offloop-node/src/replay.rs,
+// result_json): parsing values without keys and building the object here is cheaper than
+// parsing an object.
+function fromNative(text) {
+  const a = JSON.parse(text)
+  if (a[0] === 0) return { found: false, reason: a[1], requestHashes: { valueHash: a[2], schemaHash: a[3] } }
+  const r = {
+    found: true,
+    outputValue: a[1],
+    traceId: a[5],
+    spanId: a[6],
+    name: a[7],
+    packageName: a[8],
+    matchType: a[9],
+    matchTypeCode: a[10],
+    matchScope: a[11],
+    priority: a[12],
+    reused: a[13],
+    description: a[14],
+    topCandidates: a[16],
+    requestHashes: { valueHash: a[17], schemaHash: a[18] },
+  }
+  if (a[2] !== null) r.metadata = a[2]
+  if (a[3] !== null) r.timestamp = { seconds: a[3], nanos: a[4] }
+  if (a[15] !== null) r.similarityScore = a[15]
+  return r
 }
 
 class Recording {
@@ -69,12 +123,12 @@ class Recording {
 
   // Hash levels only, synchronous.
   findMock(request) {
-    return JSON.parse(this._native.findMock(...nativeArgs(request)))
+    return fromNative(callNative(this._native.findMock, this._native, request))
   }
 
   // The whole cascade, similarity ranking included, on the native pool.
   async findMockAsync(request) {
-    return JSON.parse(await this._native.findMockAsync(...nativeArgs(request)))
+    return fromNative(await callNative(this._native.findMockAsync, this._native, request))
   }
 
   stats() {

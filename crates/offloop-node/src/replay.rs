@@ -98,68 +98,66 @@ fn request(
     }
 }
 
-/// The answer as one JSON text: the recorded values are JSON already, so the shim's single
-/// `JSON.parse` builds the whole result, far cheaper than setting a score of properties
-/// through N-API one by one.
+/// The answer as one JSON text: a positional array (see `lib/replay.js`, `fromNative`), so
+/// the shim's single `JSON.parse` reads values without a key each and its object literal
+/// builds the result; the recorded values are JSON already and go in as they are. Far cheaper
+/// than setting a score of properties through N-API one by one, and than an object's keys.
+///
+/// Found: `[1, outputValue, metadata|null, seconds|null, nanos|null, traceId, spanId, name,
+/// packageName, matchType, matchTypeCode, matchScope, priority, reused, description,
+/// similarityScore|null, topCandidates, valueHash, schemaHash]`.
+/// Not found: `[0, reason, valueHash, schemaHash]`.
 fn result_json(o: &Outcome<'_>) -> String {
     let mut out = Vec::with_capacity(
         256 + o.found.as_ref().map_or(o.reason.len(), |m| {
             m.span.output_value.len() + m.span.metadata.as_ref().map_or(0, String::len)
         }),
     );
-    let key = |out: &mut Vec<u8>, k: &str| {
-        if out.len() > 1 {
-            out.push(b',');
-        }
-        write_json_str(out, k);
-        out.push(b':');
-    };
-    let string = |out: &mut Vec<u8>, k: &str, v: &str| {
-        key(out, k);
+    let string = |out: &mut Vec<u8>, v: &str| {
         write_json_str(out, v);
+        out.push(b',');
     };
-    out.push(b'{');
+    let int = |out: &mut Vec<u8>, n: i64| {
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        out.push(b',');
+    };
     match &o.found {
         None => {
-            key(&mut out, "found");
-            out.extend_from_slice(b"false");
-            string(&mut out, "reason", &o.reason);
+            out.extend_from_slice(b"[0,");
+            string(&mut out, &o.reason);
         }
         Some(m) => {
             let s = m.span;
-            key(&mut out, "found");
-            out.extend_from_slice(b"true");
-            key(&mut out, "outputValue");
+            out.extend_from_slice(b"[1,");
             out.extend_from_slice(s.output_value.as_bytes());
-            if let Some(meta) = &s.metadata {
-                key(&mut out, "metadata");
-                out.extend_from_slice(meta.as_bytes());
+            out.push(b',');
+            match &s.metadata {
+                Some(meta) => out.extend_from_slice(meta.as_bytes()),
+                None => out.extend_from_slice(b"null"),
             }
-            if let Some((sec, nanos)) = s.timestamp {
-                key(&mut out, "timestamp");
-                out.extend_from_slice(
-                    format!("{{\"seconds\":{sec},\"nanos\":{nanos}}}").as_bytes(),
-                );
+            out.push(b',');
+            match s.timestamp {
+                Some((sec, nanos)) => {
+                    int(&mut out, sec);
+                    int(&mut out, nanos.into());
+                }
+                None => out.extend_from_slice(b"null,null,"),
             }
-            string(&mut out, "traceId", &s.trace_id);
-            string(&mut out, "spanId", &s.span_id);
-            string(&mut out, "name", &s.name);
-            string(&mut out, "packageName", &s.package_name);
-            string(&mut out, "matchType", m.match_type.name());
-            key(&mut out, "matchTypeCode");
-            out.extend_from_slice(m.match_type.code().to_string().as_bytes());
-            string(&mut out, "matchScope", m.scope.name());
-            key(&mut out, "priority");
-            out.extend_from_slice(m.priority.to_string().as_bytes());
-            key(&mut out, "reused");
-            out.extend_from_slice(if m.reused { b"true" } else { b"false" });
-            string(&mut out, "description", &m.description);
-            if let Some(score) = m.similarity {
-                key(&mut out, "similarityScore");
-                write_js_number(&mut out, score);
+            string(&mut out, &s.trace_id);
+            string(&mut out, &s.span_id);
+            string(&mut out, &s.name);
+            string(&mut out, &s.package_name);
+            string(&mut out, m.match_type.name());
+            int(&mut out, m.match_type.code().into());
+            string(&mut out, m.scope.name());
+            int(&mut out, m.priority.into());
+            out.extend_from_slice(if m.reused { b"true," } else { b"false," });
+            string(&mut out, &m.description);
+            match m.similarity {
+                Some(score) => write_js_number(&mut out, score),
+                None => out.extend_from_slice(b"null"),
             }
-            key(&mut out, "topCandidates");
-            out.push(b'[');
+            out.extend_from_slice(b",[");
             for (i, c) in m.top_candidates.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
@@ -170,15 +168,12 @@ fn result_json(o: &Outcome<'_>) -> String {
                 write_js_number(&mut out, c.score);
                 out.push(b'}');
             }
-            out.push(b']');
+            out.extend_from_slice(b"],");
         }
     }
-    key(&mut out, "requestHashes");
-    out.extend_from_slice(b"{\"valueHash\":");
-    write_json_str(&mut out, &o.request.value);
-    out.extend_from_slice(b",\"schemaHash\":");
+    string(&mut out, &o.request.value);
     write_json_str(&mut out, &o.request.schema);
-    out.extend_from_slice(b"}}");
+    out.push(b']');
     String::from_utf8(out).expect("recorded values are UTF-8 JSON")
 }
 

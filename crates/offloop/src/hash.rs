@@ -30,6 +30,17 @@ impl HashAlgorithm {
         }
     }
 
+    /// The 256-bit digest of `bytes` (what [`HashAlgorithm::hex`] prints).
+    pub fn digest(self, bytes: &[u8]) -> [u8; 32] {
+        match self {
+            HashAlgorithm::Blake3 => *blake3::hash(bytes).as_bytes(),
+            HashAlgorithm::Sha256 => {
+                use sha2::Digest;
+                sha2::Sha256::digest(bytes).into()
+            }
+        }
+    }
+
     /// The name accepted by [`FromStr`] and the JS option `hashAlgorithm`.
     pub fn name(self) -> &'static str {
         match self {

@@ -142,6 +142,19 @@ impl Merges {
         self.entries.iter().find(|(k, _)| k == key).map(|(_, m)| m)
     }
 
+    /// True when `key` has `matchImportance: 0`: the reduced hashes leave it out.
+    pub fn ignores(&self, key: &str) -> bool {
+        self.get(key)
+            .is_some_and(|m| m.match_importance == Some(0.0))
+    }
+
+    /// True when some key has `matchImportance: 0`.
+    pub fn ignores_any(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|(_, m)| m.match_importance == Some(0.0))
+    }
+
     /// All entries.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Merge)> {
         self.entries.iter().map(|(k, m)| (k.as_str(), &**m))

@@ -71,6 +71,15 @@ thread_local! {
     static WORK: RefCell<Sinks> = RefCell::new(Sinks::default());
 }
 
+/// Runs `f` with this thread's working storage.
+fn with_sinks<R>(f: impl FnOnce(&mut Sinks) -> R) -> R {
+    WORK.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut sinks) => f(&mut sinks),
+        // Not reachable today (nothing re-enters), but never worth a panic.
+        Err(_) => f(&mut Sinks::default()),
+    })
+}
+
 /// [`process`], returning only the optional outputs in `want`.
 pub(crate) fn process_with(
     json: &[u8],
@@ -78,11 +87,7 @@ pub(crate) fn process_with(
     algo: HashAlgorithm,
     want: Want,
 ) -> Result<Payload, String> {
-    WORK.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut sinks) => process_into(&mut sinks, json, merges, algo, want),
-        // Not reachable today (nothing re-enters), but never worth a panic.
-        Err(_) => process_into(&mut Sinks::default(), json, merges, algo, want),
-    })
+    with_sinks(|sinks| process_into(sinks, json, merges, algo, want))
 }
 
 fn process_into(
@@ -98,6 +103,7 @@ fn process_into(
         compact: verbatim.is_none(),
         pb: want.struct_bytes,
         schema: true,
+        reduced: false,
     };
     let schema = walk(json, sinks, emit, merges)?.expect("schema requested");
     let mut schema_json = Vec::with_capacity(128);
@@ -117,6 +123,93 @@ fn process_into(
         },
         schema,
     })
+}
+
+/// The hashes replay looks spans up by, as digests: those [`process`] computes, plus the
+/// *reduced* pair (top-level fields with `matchImportance: 0` left out).
+#[derive(Clone, Debug)]
+pub struct LookupHashes {
+    /// Digest of the value hash (`inputValueHash`).
+    pub value: [u8; 32],
+    /// Digest of the schema hash (`inputSchemaHash`).
+    pub schema: [u8; 32],
+    /// The value hash without the `matchImportance: 0` fields (`value` when none is present).
+    pub reduced_value: [u8; 32],
+    /// The schema hash without those properties (`schema` when none is present).
+    pub reduced_schema: [u8; 32],
+    /// The canonical bytes behind `value`.
+    pub canonical: Vec<u8>,
+}
+
+/// The canonical texts behind [`LookupHashes`], not digested yet: a matcher digests only
+/// those its levels reach (a digest of a short text costs about as much as the walk).
+#[derive(Clone, Debug)]
+pub struct LookupTexts {
+    /// Canonical value bytes (hashed as the value hash).
+    pub canonical: Vec<u8>,
+    /// Canonical schema bytes (hashed as the schema hash).
+    pub schema: Vec<u8>,
+    /// The reduced value and schema texts; `None` when no field is left out.
+    pub reduced: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl LookupTexts {
+    /// All four digests.
+    pub fn hashes(self, algo: HashAlgorithm) -> LookupHashes {
+        let (value, schema) = (algo.digest(&self.canonical), algo.digest(&self.schema));
+        let (reduced_value, reduced_schema) = match &self.reduced {
+            Some((v, s)) => (algo.digest(v), algo.digest(s)),
+            None => (value, schema),
+        };
+        LookupHashes {
+            value,
+            schema,
+            reduced_value,
+            reduced_schema,
+            canonical: self.canonical,
+        }
+    }
+}
+
+/// [`LookupTexts`] of one payload, from the single walk that computes the exact hashes: the
+/// reduced value is the canonical form with those root entries skipped, and the reduced
+/// schema the root schema without those properties — what processing the value with the
+/// fields removed gives, without a second parse.
+pub fn lookup_texts(json: &[u8], merges: Option<&Merges>) -> Result<LookupTexts, String> {
+    with_sinks(|sinks| {
+        sinks.clear_outputs();
+        let emit = Emit {
+            compact: false,
+            pb: false,
+            schema: true,
+            reduced: merges.is_some_and(Merges::ignores_any),
+        };
+        let schema = walk(json, sinks, emit, merges)?.expect("schema requested");
+        let mut schema_json = Vec::with_capacity(128);
+        schema.write_canonical(&mut schema_json);
+        let reduced = match merges {
+            Some(m) if !sinks.reduced.is_empty() => {
+                let mut reduced_schema = Vec::with_capacity(schema_json.len());
+                schema.write_canonical_without(|k| m.ignores(k), &mut reduced_schema);
+                Some((sinks.reduced.clone(), reduced_schema))
+            }
+            _ => None,
+        };
+        Ok(LookupTexts {
+            canonical: sinks.canon.clone(),
+            schema: schema_json,
+            reduced,
+        })
+    })
+}
+
+/// [`lookup_texts`], digested.
+pub fn lookup_hashes(
+    json: &[u8],
+    merges: Option<&Merges>,
+    algo: HashAlgorithm,
+) -> Result<LookupHashes, String> {
+    Ok(lookup_texts(json, merges)?.hashes(algo))
 }
 
 /// The stored value is the attribute's own JSON text when that is safe to put on a JSONL line
@@ -159,6 +252,7 @@ pub fn encode_value(json: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
         compact: verbatim.is_none(),
         pb: true,
         schema: false,
+        reduced: false,
     };
     walk(json, &mut sinks, emit, None)?;
     Ok((

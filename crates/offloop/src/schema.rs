@@ -59,26 +59,40 @@ impl Schema {
     pub fn write_canonical(&self, out: &mut Vec<u8>) {
         match &self.merge {
             // Almost every node: the keys are fixed and already in canonical order.
-            None => {
-                out.push(b'{');
-                if let Some(items) = &self.items {
-                    out.extend_from_slice(b"\"items\":");
-                    items.write_canonical(out);
-                    out.push(b',');
-                }
-                out.extend_from_slice(b"\"properties\":");
-                Self::write_properties(&self.properties, out);
-                out.extend_from_slice(b",\"type\":");
-                out.extend_from_slice(itoa::Buffer::new().format(self.ty).as_bytes());
-                out.push(b'}');
-            }
+            None => self.write_plain(self.properties.iter(), out),
             Some(merge) => self.write_merged(merge, out),
         }
     }
 
-    fn write_properties(props: &[(String, Schema)], out: &mut Vec<u8>) {
+    /// The canonical JSON of this (root) schema without the properties `drop` names: the
+    /// schema of the value without those fields, for the reduced schema hash.
+    pub fn write_canonical_without(&self, drop: impl Fn(&str) -> bool, out: &mut Vec<u8>) {
+        debug_assert!(self.merge.is_none(), "merges apply below the root only");
+        self.write_plain(self.properties.iter().filter(|(k, _)| !drop(k)), out);
+    }
+
+    /// A node without a merge: the keys are fixed and already in canonical order.
+    fn write_plain<'a>(
+        &self,
+        props: impl Iterator<Item = &'a (String, Schema)>,
+        out: &mut Vec<u8>,
+    ) {
         out.push(b'{');
-        for (j, (name, s)) in props.iter().enumerate() {
+        if let Some(items) = &self.items {
+            out.extend_from_slice(b"\"items\":");
+            items.write_canonical(out);
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"properties\":");
+        Self::write_properties(props, out);
+        out.extend_from_slice(b",\"type\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.ty).as_bytes());
+        out.push(b'}');
+    }
+
+    fn write_properties<'a>(props: impl Iterator<Item = &'a (String, Schema)>, out: &mut Vec<u8>) {
+        out.push(b'{');
+        for (j, (name, s)) in props.enumerate() {
             if j > 0 {
                 out.push(b',');
             }
@@ -117,7 +131,7 @@ impl Schema {
                 Field::Schema(s) => s.write_canonical(out),
                 Field::Int(n) => out.extend_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
                 Field::Raw(raw) => out.extend_from_slice(raw),
-                Field::Properties(props) => Self::write_properties(props, out),
+                Field::Properties(props) => Self::write_properties(props.iter(), out),
             }
         }
         out.push(b'}');

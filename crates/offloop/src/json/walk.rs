@@ -6,7 +6,9 @@
 //!   resolved last-wins like `JSON.parse`, `__proto__` dropped like the JS reference),
 //! - `pb`: the `google.protobuf.Struct` encoding for the protobuf `Span`,
 //! - `compact` (optional): the value re-written compactly in document order,
-//! - the inferred [`Schema`] (only for the nodes the schema looks at: element 0 of arrays).
+//! - the inferred [`Schema`] (only for the nodes the schema looks at: element 0 of arrays),
+//! - `reduced` (replay only): the canonical bytes without the root's `matchImportance: 0`
+//!   fields, so the reduced value hash needs no second parse.
 //!
 //! Top-level keys named in schema merges are hashed and schema-inferred *decoded* (base64,
 //! then JSON) while `compact` and `pb` keep the stored, encoded value (reference §2.4).
@@ -37,6 +39,9 @@ pub(crate) struct Sinks {
     pub compact: Vec<u8>,
     pub canon: Vec<u8>,
     pub pb: Vec<u8>,
+    /// With [`Emit::reduced`]: `canon` without the root object's `matchImportance: 0` keys;
+    /// empty when no such key is present (the reduced form is then `canon` itself).
+    pub reduced: Vec<u8>,
     keys: String,
     entries: Vec<Entry>,
     ranges: Vec<Range<usize>>,
@@ -49,6 +54,8 @@ pub(crate) struct Sinks {
     input: Vec<u8>,
     buffers: Option<Buffers>,
     tape: Vec<Node<'static>>,
+    /// Working storage for decoded JSON bodies (walked as documents of their own).
+    decoded: Option<Box<Sinks>>,
 }
 
 impl std::fmt::Debug for Sinks {
@@ -63,6 +70,7 @@ impl Sinks {
         self.compact.clear();
         self.canon.clear();
         self.pb.clear();
+        self.reduced.clear();
     }
 
     pub fn with_capacity(n: usize) -> Sinks {
@@ -99,6 +107,8 @@ pub(crate) struct Emit {
     pub compact: bool,
     pub pb: bool,
     pub schema: bool,
+    /// `Sinks::reduced` (root objects only).
+    pub reduced: bool,
 }
 
 impl Emit {
@@ -106,6 +116,7 @@ impl Emit {
         compact: false,
         pb: false,
         schema: false,
+        reduced: false,
     };
 }
 
@@ -330,16 +341,17 @@ impl<'m> Walker<'_, 'm> {
         if merge.parses_json() {
             // The decoded body is a document of its own: parse it with its own buffers and
             // walk it into the same canonical output (nothing stored, nothing in `pb`).
-            let mut sub = Sinks::default();
+            let mut sub = self.sinks.decoded.take().unwrap_or_default();
+            sub.clear_outputs();
             let emit = Emit {
-                compact: false,
-                pb: false,
                 schema: ctx.emit.schema,
+                ..Emit::CANON
             };
             std::mem::swap(&mut sub.canon, &mut self.sinks.canon);
             let mark = sub.canon.len();
             let parsed = walk(text.as_bytes(), &mut sub, emit, None);
             std::mem::swap(&mut sub.canon, &mut self.sinks.canon);
+            self.sinks.decoded = Some(sub);
             match parsed {
                 Ok(schema) => return schema,
                 Err(_) => self.sinks.canon.truncate(mark),
@@ -423,6 +435,7 @@ impl<'m> Walker<'_, 'm> {
                 compact: ctx.emit.compact,
                 pb: pb_on,
                 schema: ctx.emit.schema && (spread || n == 0),
+                reduced: false,
             };
             let (next, schema) = self.value(nodes, i, ctx.child(emit, decode))?;
             i = next;
@@ -452,6 +465,8 @@ impl<'m> Walker<'_, 'm> {
             let ctx = Ctx {
                 emit: Emit {
                     pb: false,
+                    // Only an object root has fields to drop.
+                    reduced: false,
                     ..ctx.emit
                 },
                 ..ctx
@@ -557,8 +572,10 @@ impl<'m> Walker<'_, 'm> {
         canon_base: usize,
         pb_base: usize,
     ) -> Option<Schema> {
+        let merges = self.merges;
         let Sinks {
             canon,
+            reduced,
             pb: pbuf,
             keys,
             entries,
@@ -616,6 +633,18 @@ impl<'m> Walker<'_, 'm> {
         }
         order.clear();
         order.extend_from_slice(&shape.order);
+        if let Some(m) = merges.filter(|_| ctx.root && ctx.emit.reduced) {
+            if order.iter().any(|&i| m.ignores(key(&es[i]))) {
+                reduced.push(b'{');
+                for &i in order.iter().filter(|&&i| !m.ignores(key(&es[i]))) {
+                    if reduced.len() > 1 {
+                        reduced.push(b',');
+                    }
+                    reduced.extend_from_slice(&canon[es[i].canon.clone()]);
+                }
+                reduced.push(b'}');
+            }
+        }
         if !shape.sorted {
             scratch.clear();
             scratch.push(b'{');
@@ -650,7 +679,7 @@ impl<'m> Walker<'_, 'm> {
             }
         }
 
-        let merges = if ctx.root { self.merges } else { None };
+        let merges = if ctx.root { merges } else { None };
         let schema = ctx.emit.schema.then(|| {
             let properties = order
                 .iter()
@@ -683,6 +712,7 @@ mod tests {
         compact: true,
         pb: true,
         schema: true,
+        reduced: false,
     };
 
     fn canon(json: &str) -> String {

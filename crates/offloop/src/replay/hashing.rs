@@ -1,131 +1,35 @@
 //! The look-up hashes of one input value, for a recorded span (at load) and for a replay
 //! request alike.
 //!
-//! Both sides go through [`crate::payload`], the exporter's own code, so a request hashes to
-//! exactly what the recorder would have written for it. The *reduced* form (matching levels
-//! that ignore fields with `matchImportance: 0`) is no second canonicalizer either: it removes
-//! those top-level fields from the JSON text and hands what is left to the same code, with the
-//! same merges. The reduced schema hash is then the hash of the schema with those properties
-//! removed, since a schema lists exactly the value's properties.
+//! Both sides go through [`crate::payload::lookup_hashes`], the exporter's own walk, so a
+//! request hashes to exactly what the recorder would have written for it. The *reduced* form
+//! (matching levels that ignore fields with `matchImportance: 0`) is no second canonicalizer
+//! either: the same walk leaves those top-level entries out of a second canonical copy, and
+//! the reduced schema is the schema without those properties (a schema lists exactly the
+//! value's properties) — what hashing the value with the fields removed gives.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
-
 use crate::hash::HashAlgorithm;
-use crate::json::escape::write_json_str;
 use crate::merges::Merges;
 use crate::payload;
 
 /// A 256-bit value or schema hash (the digest behind the 64-character hex form).
 pub type Digest = [u8; 32];
 
-/// Exact hashes of an input value.
-#[derive(Clone, Debug)]
-pub struct Exact {
-    /// Hash of the decoded value (`inputValueHash`).
-    pub value: Digest,
-    /// Hash of the inferred schema (`inputSchemaHash`).
-    pub schema: Digest,
-    /// The canonical JSON the value hash covers: merges decoded, keys sorted. Similarity
-    /// scoring and the HTTP shape check read this form, so a base64 JSON body is compared
-    /// as the object it encodes.
-    pub canonical: Vec<u8>,
-    /// `value` as the exporter prints it (64 lower-case hex characters).
-    pub value_hex: String,
-    /// `schema` as the exporter prints it.
-    pub schema_hex: String,
+pub use crate::payload::{LookupHashes as Hashes, LookupTexts as Texts};
+
+/// The look-up hashes of `json` under `merges`, with the canonical bytes (similarity scoring
+/// and the HTTP shape check read them, so a base64 JSON body is compared as the object it
+/// encodes).
+pub fn hashes(json: &[u8], merges: Option<&Merges>, algo: HashAlgorithm) -> Result<Hashes, String> {
+    payload::lookup_hashes(json, merges, algo)
 }
 
-/// Hashes with the `matchImportance: 0` top-level fields removed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reduced {
-    /// Hash of the reduced value.
-    pub value: Digest,
-    /// Hash of the reduced schema.
-    pub schema: Digest,
+/// The texts behind [`hashes`], for callers that digest only what they use.
+pub fn texts(json: &[u8], merges: Option<&Merges>) -> Result<Texts, String> {
+    payload::lookup_texts(json, merges)
 }
-
-/// The exact hashes of `json` under `merges`.
-pub fn exact(json: &[u8], merges: Option<&Merges>, algo: HashAlgorithm) -> Result<Exact, String> {
-    let p = payload::process_with(
-        json,
-        merges,
-        algo,
-        payload::Want {
-            struct_bytes: false,
-            canonical: true,
-        },
-    )?;
-    Ok(Exact {
-        value: digest(&p.value_hash),
-        schema: digest(&p.schema_hash),
-        canonical: p.canonical,
-        value_hex: p.value_hash,
-        schema_hex: p.schema_hash,
-    })
-}
-
-/// The reduced hashes of `json` under `merges`; equal to `exact`'s when no field is removed
-/// (no merge with `matchImportance: 0`, none of its keys present, or a non-object root).
-pub fn reduced(
-    json: &[u8],
-    merges: Option<&Merges>,
-    algo: HashAlgorithm,
-    exact: &Exact,
-) -> Result<Reduced, String> {
-    let same = Reduced {
-        value: exact.value,
-        schema: exact.schema,
-    };
-    let Some(merges) = merges else {
-        return Ok(same);
-    };
-    let ignored: Vec<&str> = merges
-        .iter()
-        .filter(|(_, m)| m.match_importance == Some(0.0))
-        .map(|(k, _)| k)
-        .collect();
-    if ignored.is_empty() {
-        return Ok(same);
-    }
-    // Last duplicate wins, as in `JSON.parse`; the order is irrelevant to the canonical form.
-    let Ok(fields) = serde_json::from_slice::<BTreeMap<Key<'_>, &RawValue>>(json) else {
-        return Ok(same);
-    };
-    if !fields.keys().any(|k| ignored.contains(&&*k.0)) {
-        return Ok(same);
-    }
-    let mut kept = Vec::with_capacity(json.len());
-    kept.push(b'{');
-    for (k, v) in fields.iter().filter(|(k, _)| !ignored.contains(&&*k.0)) {
-        if kept.len() > 1 {
-            kept.push(b',');
-        }
-        write_json_str(&mut kept, &k.0);
-        kept.push(b':');
-        kept.extend_from_slice(v.get().as_bytes());
-    }
-    kept.push(b'}');
-    let p = payload::process_with(
-        &kept,
-        Some(merges),
-        algo,
-        payload::Want {
-            struct_bytes: false,
-            canonical: false,
-        },
-    )?;
-    Ok(Reduced {
-        value: digest(&p.value_hash),
-        schema: digest(&p.schema_hash),
-    })
-}
-
-/// An object key, borrowed from the JSON text unless it had escapes.
-#[derive(serde::Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-struct Key<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
 
 /// [`Merges::parse_shared`]: the one memoized parse, shared with the exporter.
 pub fn parse_merges(json: &[u8]) -> Result<Arc<Merges>, String> {
@@ -179,11 +83,24 @@ mod tests {
         assert!(parse_merges(b"[1]").is_err());
     }
 
+    /// The reduced hashes by their definition: hash the value with the fields removed.
+    fn reduced_by_definition(json: &str, m: &Merges, algo: HashAlgorithm) -> (Digest, Digest) {
+        let v: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json).unwrap();
+        let kept: serde_json::Map<_, _> = v.into_iter().filter(|(k, _)| !m.ignores(k)).collect();
+        let h = hashes(
+            serde_json::to_string(&kept).unwrap().as_bytes(),
+            Some(m),
+            algo,
+        )
+        .unwrap();
+        (h.value, h.schema)
+    }
+
     #[test]
     fn exact_is_the_exporters_hash() {
         let json = br#"{"text":"SELECT $1","values":[42]}"#;
         let m = merges(r#"{"values":{"matchImportance":0}}"#);
-        let e = exact(json, Some(&m), HashAlgorithm::Sha256).unwrap();
+        let e = hashes(json, Some(&m), HashAlgorithm::Sha256).unwrap();
         let p = crate::hash_payload(
             json,
             Some(br#"{"values":{"matchImportance":0}}"#),
@@ -193,34 +110,78 @@ mod tests {
         assert_eq!(to_hex(&e.value), p.value_hash);
         assert_eq!(to_hex(&e.schema), p.schema_hash);
         assert_eq!(digest(&p.value_hash), e.value);
+        assert_eq!(e.canonical, p.canonical);
     }
 
     #[test]
     fn reduced_drops_importance_zero_fields_only() {
         let algo = HashAlgorithm::Sha256;
         let m = merges(r#"{"values":{"matchImportance":0},"text":{"matchImportance":1}}"#);
-        let a = br#"{"text":"SELECT $1","values":[42]}"#;
-        let b = br#"{"values":[7,8],"text":"SELECT $1"}"#;
+        let a = r#"{"text":"SELECT $1","values":[42]}"#;
+        let b = r#"{"values":[7,8],"text":"SELECT $1"}"#;
         let (ea, eb) = (
-            exact(a, Some(&m), algo).unwrap(),
-            exact(b, Some(&m), algo).unwrap(),
+            hashes(a.as_bytes(), Some(&m), algo).unwrap(),
+            hashes(b.as_bytes(), Some(&m), algo).unwrap(),
         );
         assert_ne!(ea.value, eb.value);
-        let (ra, rb) = (
-            reduced(a, Some(&m), algo, &ea).unwrap(),
-            reduced(b, Some(&m), algo, &eb).unwrap(),
+        assert_eq!(
+            (ea.reduced_value, ea.reduced_schema),
+            (eb.reduced_value, eb.reduced_schema)
         );
-        assert_eq!(ra, rb);
+        assert_ne!(ea.reduced_value, ea.value);
         // Same as hashing the value without the field (the `text` merge still applies).
-        let only = exact(br#"{"text":"SELECT $1"}"#, Some(&m), algo).unwrap();
-        assert_eq!(ra.value, only.value);
-        assert_eq!(ra.schema, only.schema);
+        let only = hashes(br#"{"text":"SELECT $1"}"#, Some(&m), algo).unwrap();
+        assert_eq!(
+            (ea.reduced_value, ea.reduced_schema),
+            (only.value, only.schema)
+        );
+        assert_eq!(
+            (ea.reduced_value, ea.reduced_schema),
+            reduced_by_definition(a, &m, algo)
+        );
         // Nothing to drop: the exact hashes.
-        let none = reduced(a, None, algo, &ea).unwrap();
-        assert_eq!((none.value, none.schema), (ea.value, ea.schema));
-        let arr = exact(b"[1]", Some(&m), algo).unwrap();
-        let r = reduced(b"[1]", Some(&m), algo, &arr).unwrap();
-        assert_eq!(r.value, arr.value);
+        let none = hashes(a.as_bytes(), None, algo).unwrap();
+        assert_eq!(
+            (none.reduced_value, none.reduced_schema),
+            (none.value, none.schema)
+        );
+        let absent = hashes(br#"{"text":"x"}"#, Some(&m), algo).unwrap();
+        assert_eq!(
+            (absent.reduced_value, absent.reduced_schema),
+            (absent.value, absent.schema)
+        );
+        // Only an object root has fields to drop (an array root is spread into "0", "1", …).
+        let zero = merges(r#"{"0":{"matchImportance":0}}"#);
+        for root in [&b"[1,2]"[..], b"\"ab\"", b"7"] {
+            let h = hashes(root, Some(&zero), algo).unwrap();
+            assert_eq!((h.reduced_value, h.reduced_schema), (h.value, h.schema));
+        }
+    }
+
+    #[test]
+    fn reduced_matches_its_definition_for_unsorted_duplicate_and_nested_keys() {
+        let algo = HashAlgorithm::Blake3;
+        let m = merges(r#"{"b":{"matchImportance":0},"z":{"matchImportance":0}}"#);
+        for json in [
+            r#"{"z":1,"a":{"y":2,"x":[3]},"b":"x","10":true,"9":null}"#,
+            r#"{"b":1}"#,
+            r#"{"a":1,"b":{"b":2},"c":[{"z":1}]}"#,
+            r#"{"c":1,"b":2,"a":3}"#,
+        ] {
+            let h = hashes(json.as_bytes(), Some(&m), algo).unwrap();
+            assert_eq!(
+                (h.reduced_value, h.reduced_schema),
+                reduced_by_definition(json, &m, algo),
+                "{json}"
+            );
+        }
+        // Duplicate keys: the last wins, and an ignored key is dropped whichever copy.
+        let dup = hashes(br#"{"a":1,"b":2,"a":3,"b":4}"#, Some(&m), algo).unwrap();
+        let plain = hashes(br#"{"a":3}"#, Some(&m), algo).unwrap();
+        assert_eq!(
+            (dup.reduced_value, dup.reduced_schema),
+            (plain.value, plain.schema)
+        );
     }
 
     #[test]
@@ -230,10 +191,11 @@ mod tests {
             merges(r#"{"body":{"encoding":1,"decodedType":1},"headers":{"matchImportance":0}}"#);
         let a = br#"{"method":"POST","headers":{"x":"1"},"body":"eyJrIjoidiJ9"}"#;
         let b = br#"{"method":"POST","headers":{"x":"2"},"body":"eyJrIjoidiJ9"}"#;
-        let ra = reduced(a, Some(&m), algo, &exact(a, Some(&m), algo).unwrap()).unwrap();
-        let rb = reduced(b, Some(&m), algo, &exact(b, Some(&m), algo).unwrap()).unwrap();
-        assert_eq!(ra, rb);
-        let decoded = exact(br#"{"method":"POST","body":{"k":"v"}}"#, None, algo).unwrap();
-        assert_eq!(ra.value, decoded.value);
+        let ra = hashes(a, Some(&m), algo).unwrap();
+        let rb = hashes(b, Some(&m), algo).unwrap();
+        assert_eq!(ra.reduced_value, rb.reduced_value);
+        assert_eq!(ra.reduced_schema, rb.reduced_schema);
+        let decoded = hashes(br#"{"method":"POST","body":{"k":"v"}}"#, None, algo).unwrap();
+        assert_eq!(ra.reduced_value, decoded.value);
     }
 }

@@ -581,16 +581,14 @@ fn hash_input(
     merges: Option<&Merges>,
     algo: HashAlgorithm,
 ) -> Result<(SpanHashes, Box<[u8]>), String> {
-    let exact = hashing::exact(json, merges, algo).map_err(|e| format!("inputValue: {e}"))?;
-    let reduced =
-        hashing::reduced(json, merges, algo, &exact).map_err(|e| format!("inputValue: {e}"))?;
+    let h = hashing::hashes(json, merges, algo).map_err(|e| format!("inputValue: {e}"))?;
     let hashes = SpanHashes {
-        value: exact.value,
-        schema: exact.schema,
-        reduced_value: reduced.value,
-        reduced_schema: reduced.schema,
+        value: h.value,
+        schema: h.schema,
+        reduced_value: h.reduced_value,
+        reduced_schema: h.reduced_schema,
     };
-    Ok((hashes, exact.canonical.into_boxed_slice()))
+    Ok((hashes, h.canonical.into_boxed_slice()))
 }
 
 #[cfg(test)]

@@ -22,16 +22,17 @@
 //! including suite-level ones.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::hashing::{self, to_hex, Exact, Reduced};
+use super::hashing::{self, to_hex, Digest, Texts};
 use super::shape::Shape;
 use super::similarity;
 use super::span::RecordedSpan;
 use super::{MatchScope, MatchType, Recording};
-use crate::merges::Merges;
+use crate::hash::HashAlgorithm;
 
 /// Candidates scored per similarity ranking.
 const MAX_RANKED: usize = 50;
@@ -109,7 +110,7 @@ pub struct RequestHashes {
     pub value: String,
     /// Input schema hash.
     pub schema: String,
-    /// Reduced value hash, when a level needed it.
+    /// Reduced value hash (`matchImportance: 0` fields left out), when a level needed it.
     pub reduced_value: Option<String>,
     /// Reduced schema hash, when a level needed it.
     pub reduced_schema: Option<String>,
@@ -188,14 +189,57 @@ impl Pick {
     }
 }
 
-/// Per-request state: hashes and parsed forms are computed once, when a level first needs them.
-struct Query<'q> {
-    json: &'q [u8],
-    merges: Option<&'q Merges>,
-    exact: Exact,
-    reduced: Option<Reduced>,
+/// Per-request state: the canonical texts, and digests and parsed forms computed when a level
+/// first needs them (a P1 hit digests the value alone).
+struct Query {
+    texts: Texts,
+    algo: HashAlgorithm,
+    value: OnceCell<Digest>,
+    schema: OnceCell<Digest>,
+    reduced_value: OnceCell<Digest>,
+    reduced_schema: OnceCell<Digest>,
     shape: Option<Shape>,
     tree: Option<Value>,
+}
+
+impl Query {
+    fn value(&self) -> Digest {
+        *self
+            .value
+            .get_or_init(|| self.algo.digest(&self.texts.canonical))
+    }
+
+    fn schema(&self) -> Digest {
+        *self
+            .schema
+            .get_or_init(|| self.algo.digest(&self.texts.schema))
+    }
+
+    fn reduced_value(&self) -> Digest {
+        match &self.texts.reduced {
+            None => self.value(),
+            Some((v, _)) => *self.reduced_value.get_or_init(|| self.algo.digest(v)),
+        }
+    }
+
+    fn reduced_schema(&self) -> Digest {
+        match &self.texts.reduced {
+            None => self.schema(),
+            Some((_, s)) => *self.reduced_schema.get_or_init(|| self.algo.digest(s)),
+        }
+    }
+
+    /// The reduced pair in hex, if a level computed it.
+    fn reduced_hex(&self) -> (Option<String>, Option<String>) {
+        let hex = |d: Option<&Digest>| d.map(to_hex);
+        match &self.texts.reduced {
+            None => (hex(self.value.get()), hex(self.schema.get())),
+            Some(_) => (
+                hex(self.reduced_value.get()),
+                hex(self.reduced_schema.get()),
+            ),
+        }
+    }
 }
 
 impl Recording {
@@ -209,24 +253,26 @@ impl Recording {
                     .map_err(|e| format!("inputSchemaMerges: {e}"))?,
             ),
         };
-        let json = req.input_value.as_bytes();
-        let exact = hashing::exact(json, merges.as_deref(), self.algo)
+        // The canonical form is read only by the schema levels' shape check and similarity.
+        let texts = hashing::texts(req.input_value.as_bytes(), merges.as_deref())
             .map_err(|e| format!("inputValue: {e}"))?;
         let mut q = Query {
-            json,
-            merges: merges.as_deref(),
-            exact,
-            reduced: None,
+            texts,
+            algo: self.algo,
+            value: OnceCell::new(),
+            schema: OnceCell::new(),
+            reduced_value: OnceCell::new(),
+            reduced_schema: OnceCell::new(),
             shape: None,
             tree: None,
         };
         let mut tried = Tried::default();
         let found = self.cascade(req, levels, &mut q, &mut tried)?;
         let request = RequestHashes {
-            value: std::mem::take(&mut q.exact.value_hex),
-            schema: std::mem::take(&mut q.exact.schema_hex),
-            reduced_value: q.reduced.map(|r| to_hex(&r.value)),
-            reduced_schema: q.reduced.map(|r| to_hex(&r.schema)),
+            value: to_hex(&q.value()),
+            schema: to_hex(&q.schema()),
+            reduced_value: q.reduced_hex().0,
+            reduced_schema: q.reduced_hex().1,
         };
         match found {
             Some(m) => {
@@ -252,7 +298,7 @@ impl Recording {
         &self,
         req: &MockRequest,
         levels: Levels,
-        q: &mut Query<'_>,
+        q: &mut Query,
         tried: &mut Tried,
     ) -> Result<Option<MockMatch<'_>>, String> {
         let trace_id = req.trace_id.as_deref().filter(|t| !t.is_empty());
@@ -263,15 +309,14 @@ impl Recording {
 
         if let Some(t) = trace {
             tried.add(Tried::TRACE_VALUE);
-            let b = self.index.trace_value.get(&(t, q.exact.value));
+            let b = self.index.trace_value.get(&(t, q.value()));
             if let Some((i, reused)) = self.claim_first(b, None) {
                 return Ok(Some(
                     self.found(Pick::plain(i, reused), if reused { 2 } else { 1 }),
                 ));
             }
             tried.add(Tried::TRACE_REDUCED_VALUE);
-            let r = self.reduced(q)?;
-            let b = self.index.trace_reduced_value.get(&(t, r.value));
+            let b = self.index.trace_reduced_value.get(&(t, q.reduced_value()));
             if let Some((i, reused)) = self.claim_first(b, None) {
                 return Ok(Some(
                     self.found(Pick::plain(i, reused), if reused { 4 } else { 3 }),
@@ -286,14 +331,16 @@ impl Recording {
             if all {
                 if let Some(p) = package {
                     tried.add(Tried::TRACE_SCHEMA);
-                    let b = self.index.trace_schema.get(&(t, p, q.exact.schema));
+                    let b = self.index.trace_schema.get(&(t, p, q.schema()));
                     if let Some(pick) = self.pick_by_schema(q, b, false) {
                         let prio = if pick.reused { 8 } else { 7 };
                         return Ok(Some(self.found(pick, prio)));
                     }
                     tried.add(Tried::TRACE_REDUCED_SCHEMA);
-                    let r = self.reduced(q)?;
-                    let b = self.index.trace_reduced_schema.get(&(t, p, r.schema));
+                    let b = self
+                        .index
+                        .trace_reduced_schema
+                        .get(&(t, p, q.reduced_schema()));
                     if let Some(pick) = self.pick_by_schema(q, b, false) {
                         let prio = if pick.reused { 10 } else { 9 };
                         return Ok(Some(self.found(pick, prio)));
@@ -320,13 +367,15 @@ impl Recording {
             return Ok(None);
         }
         tried.add(Tried::SUITE_SCHEMA);
-        let b = self.index.suite_schema.get(&(p, q.exact.schema));
+        let b = self.index.suite_schema.get(&(p, q.schema()));
         if let Some(pick) = self.pick_by_schema(q, b, true) {
             return Ok(Some(self.found(pick, 14)));
         }
         tried.add(Tried::SUITE_REDUCED_SCHEMA);
-        let r = self.reduced(q)?;
-        let b = self.index.suite_reduced_schema.get(&(p, r.schema));
+        let b = self
+            .index
+            .suite_reduced_schema
+            .get(&(p, q.reduced_schema()));
         Ok(self
             .pick_by_schema(q, b, true)
             .map(|pick| self.found(pick, 15)))
@@ -336,32 +385,21 @@ impl Recording {
     /// `isPreAppStart`; priorities `first` and `first + 1`.
     fn suite_value_levels(
         &self,
-        q: &mut Query<'_>,
+        q: &mut Query,
         pre: bool,
         first: u8,
         tried: &mut Tried,
     ) -> Result<Option<MockMatch<'_>>, String> {
         tried.add(Tried::SUITE_VALUE);
-        let b = self.index.suite_value.get(&q.exact.value);
+        let b = self.index.suite_value.get(&q.value());
         if let Some((i, reused)) = self.claim_first(b, Some(pre)) {
             return Ok(Some(self.found(Pick::plain(i, reused), first)));
         }
         tried.add(Tried::SUITE_REDUCED_VALUE);
-        let r = self.reduced(q)?;
-        let b = self.index.suite_reduced_value.get(&r.value);
+        let b = self.index.suite_reduced_value.get(&q.reduced_value());
         Ok(self
             .claim_first(b, Some(pre))
             .map(|(i, reused)| self.found(Pick::plain(i, reused), first + 1)))
-    }
-
-    fn reduced(&self, q: &mut Query<'_>) -> Result<Reduced, String> {
-        if let Some(r) = q.reduced {
-            return Ok(r);
-        }
-        let r = hashing::reduced(q.json, q.merges, self.algo, &q.exact)
-            .map_err(|e| format!("inputValue: {e}"))?;
-        q.reduced = Some(r);
-        Ok(r)
     }
 
     /// First unused span of the bucket (claimed), else the first used one.
@@ -387,11 +425,11 @@ impl Recording {
     /// similarity.
     fn pick_by_schema(
         &self,
-        q: &mut Query<'_>,
+        q: &mut Query,
         bucket: impl Iterator<Item = u32>,
         pre_app_start_only: bool,
     ) -> Option<Pick> {
-        let req_shape = q.shape.get_or_insert_with(|| Shape::of(&q.exact.canonical));
+        let req_shape = q.shape.get_or_insert_with(|| Shape::of(&q.texts.canonical));
         let candidates: Vec<u32> = bucket
             .filter(|&i| {
                 let s = &self.spans[i as usize];
@@ -438,9 +476,9 @@ impl Recording {
 
     /// The first [`MAX_RANKED`] candidates by similarity: score descending, then oldest, then
     /// span id (the candidates' order).
-    fn rank(&self, q: &mut Query<'_>, candidates: &[u32]) -> Vec<(u32, f64)> {
+    fn rank(&self, q: &mut Query, candidates: &[u32]) -> Vec<(u32, f64)> {
         let req = q.tree.get_or_insert_with(|| {
-            serde_json::from_slice(&q.exact.canonical).unwrap_or(Value::Null)
+            serde_json::from_slice(&q.texts.canonical).unwrap_or(Value::Null)
         });
         let mut scored: Vec<(u32, f64)> = candidates
             .iter()

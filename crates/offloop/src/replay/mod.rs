@@ -35,13 +35,14 @@ pub mod similarity;
 mod span;
 pub mod struct_json;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 pub use loader::{LoadOptions, Skipped};
 pub use matcher::{Candidate, Levels, MockMatch, MockRequest, Outcome, RequestHashes};
@@ -116,8 +117,9 @@ impl MatchScope {
 #[derive(Debug)]
 pub struct Recording {
     spans: Vec<RecordedSpan>,
-    traces: HashMap<String, u32>,
-    packages: HashMap<String, u32>,
+    /// Trace and package numbers (Fx: short keys, looked up on every request).
+    traces: FxHashMap<String, u32>,
+    packages: FxHashMap<String, u32>,
     index: Indexes,
     algo: HashAlgorithm,
     files: usize,
@@ -195,9 +197,9 @@ impl Recording {
             .iter()
             .map(|&i| slots[i as usize].take().expect("a permutation"))
             .collect();
-        let mut traces = HashMap::new();
-        let mut packages = HashMap::new();
-        let number = |map: &mut HashMap<String, u32>, key: &str| match map.get(key) {
+        let mut traces = FxHashMap::default();
+        let mut packages = FxHashMap::default();
+        let number = |map: &mut FxHashMap<String, u32>, key: &str| match map.get(key) {
             Some(&n) => n,
             None => {
                 let n = map.len() as u32;

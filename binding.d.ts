@@ -14,7 +14,8 @@ export declare class NativeExporter {
   constructor(options: NativeOptions, onBatch?: ((arg: Buffer) => Promise<undefined>) | undefined | null, onReport?: ((arg: BatchReport) => void) | undefined | null)
   /**
    * Processes one batch, framed as one or more segments, on the blocking pool. The batch is
-   * accepted (counted, and covered by later flushes) before this returns.
+   * accepted (counted, and covered by later flushes) before this returns. The segments are
+   * read in place: the caller must not touch them until the promise settles.
    */
   export(segments: Array<Buffer>): Promise<BatchReport>
   /**
@@ -119,6 +120,8 @@ export interface NativeOptions {
   maxQueueBytes?: number
   /** Batches processed at once (default: cores − 1, at least 1). */
   workers?: number
+  /** Threads sharing the spans of one batch, at background priority (default: all cores). */
+  threads?: number
   /** `ExportSpansRequest.observable_service_id` for `onBatch`. */
   serviceId?: string
   /** `ExportSpansRequest.sdk_version` for `onBatch`. */

@@ -44,6 +44,12 @@ export interface OffloopExporterOptions {
   /** Batches processed at once on the native pool. Default: CPU cores − 1 (at least 1). */
   workers?: number
   /**
+   * Threads that share the spans of one batch. They run at background priority (nice 10 on
+   * Linux), so the JS thread gets a contended core at once. Default: all CPU cores; 1
+   * processes each batch on a single thread.
+   */
+  threads?: number
+  /**
    * Receives each batch as an encoded `tusk.drift.backend.v1.ExportSpansRequest`, on the JS
    * thread. A returned promise is awaited before the batch counts as written; a throw or
    * rejection marks the batch's spans failed.

@@ -1,7 +1,7 @@
 'use strict'
 // OffloopExporter: an OpenTelemetry SpanExporter whose pipeline runs natively.
 
-const { BatchWriter } = require('./frame.js')
+const { BatchWriter, SegmentPool } = require('./frame.js')
 const { createNative } = require('./native.js')
 const { reportError, warnSpanErrors, SUCCESS, FAILED } = require('./result.js')
 
@@ -17,6 +17,9 @@ class OffloopExporter {
     this._pending = new Set()
     this._isShutdown = false
     this._shutdownPromise = undefined
+    // Frame buffers kept for reuse: at most the queue budget (the native side accepts no more
+    // than that at once anyway), none after 10 s without exports.
+    this._segments = new SegmentPool({ maxBytes: options.maxQueueBytes ?? 64 * 1024 * 1024 })
   }
 
   // SpanExporter.export: frames the spans in ~1 ms slices, then one native call.
@@ -29,7 +32,7 @@ class OffloopExporter {
     const refused = this._native.refuseIfFull(spans.length)
     // Tracked until the native side answers, so forceFlush()/shutdown() called right after
     // export() cannot overtake a batch that is still being framed.
-    const pending = refused ? Promise.resolve(refused) : frameBatch(spans).then((batch) => this._native.export(batch))
+    const pending = refused ? Promise.resolve(refused) : this._exportFramed(spans)
     this._pending.add(pending)
     pending
       .finally(() => this._pending.delete(pending))
@@ -42,6 +45,17 @@ class OffloopExporter {
         },
         (error) => settle(resultCallback, { code: FAILED, error }),
       )
+  }
+
+  // Frames the batch; pooled segments go back to the pool once the native side has answered
+  // (it reads them in place until then). A small batch's own buffer is not held here at all.
+  _exportFramed(spans) {
+    const pool = this._segments
+    return frameBatch(spans, pool).then((segments) => {
+      const pending = this._native.export(segments)
+      if (!pool.pooled(segments)) return pending
+      return pending.finally(() => pool.give(segments))
+    })
   }
 
   // Waits for every batch handed to export() before this call.
@@ -66,8 +80,8 @@ class OffloopExporter {
   }
 }
 
-async function frameBatch(spans) {
-  const writer = new BatchWriter()
+async function frameBatch(spans, pool = undefined) {
+  const writer = new BatchWriter(undefined, pool)
   let sliceStart = performance.now()
   for (let i = 0; i < spans.length; i++) {
     writer.add(spans[i])

@@ -64,9 +64,20 @@ class FrameWriter {
   }
 
   str(s) {
-    // At most 3 UTF-8 bytes per UTF-16 code unit: reserve, write once, then patch the length.
-    this.ensure(4 + s.length * 3)
-    const n = s.length === 0 ? 0 : this.buf.write(s, this.pos + 4, 'utf8')
+    // Written once, then the length is patched in front. Most text is ASCII: first try with
+    // room for one byte per UTF-16 code unit plus 4 spare. A write that stopped short of the
+    // room by 4 bytes or more was complete (a truncated one stops only when the next
+    // character, at most 4 bytes, no longer fits); otherwise reserve the worst case, 3 bytes
+    // per code unit, and write again. Reserving 3× up front would seal 2 MiB segments at ~70%.
+    const len = s.length
+    this.ensure(8 + len)
+    let room = this.buf.length - this.pos - 4
+    let n = len === 0 ? 0 : this.buf.write(s, this.pos + 4, room, 'utf8')
+    if (n > room - 4) {
+      this.ensure(4 + len * 3)
+      room = this.buf.length - this.pos - 4
+      n = this.buf.write(s, this.pos + 4, room, 'utf8')
+    }
     this.buf.writeUInt32LE(n, this.pos)
     this.pos += 4 + n
   }
@@ -211,10 +222,65 @@ function scopeName(span) {
 // length-prefixed span bodies). When a segment reaches `segmentBytes`, the next span starts a
 // new one instead of the buffer doubling, so no single call ever copies a whole batch (a
 // 512 x 37 KB batch is ~19 MB; copying that at once would stall the loop for milliseconds).
-class BatchWriter extends FrameWriter {
-  constructor(segmentBytes = 2 * 1024 * 1024) {
-    super(Math.min(segmentBytes, 256 * 1024))
+const SEGMENT_BYTES = 2 * 1024 * 1024
+
+// Segment buffers kept for the next batches. A fresh 2 MiB buffer is fresh memory: the first
+// write into each of its pages faults (the kernel maps and zeroes it), which made framing cost
+// ~30 µs per 38 KB span instead of ~4 µs, and its external memory drives V8 into collections.
+// Segments come back once the native side has answered for their batch (it reads them in
+// place until then). The pool keeps at most `maxBytes`, and is emptied when unused for
+// `idleMs`, so an idle exporter holds no memory.
+class SegmentPool {
+  constructor({ segmentBytes = SEGMENT_BYTES, maxBytes = 32 * 1024 * 1024, idleMs = 10_000 } = {}) {
     this.segmentBytes = segmentBytes
+    this.max = Math.max(0, Math.floor(maxBytes / segmentBytes))
+    this.idleMs = idleMs
+    this.free = []
+    this.timer = undefined
+    this.used = false
+  }
+
+  take() {
+    this.used = true
+    return this.free.pop() || Buffer.allocUnsafeSlow(this.segmentBytes)
+  }
+
+  // True when some segment of a batch is one of the pool's (the others are not kept).
+  pooled(segments) {
+    return segments.some((seg) => seg.byteOffset === 0 && seg.buffer.byteLength === this.segmentBytes)
+  }
+
+  // Returns the segments of a batch the native side is done with (only whole, pool-sized
+  // buffers; a segment is a view of its buffer's first bytes).
+  give(segments) {
+    for (const seg of segments) {
+      if (seg.byteOffset === 0 && seg.buffer.byteLength === this.segmentBytes && this.free.length < this.max) {
+        this.free.push(Buffer.from(seg.buffer, 0, this.segmentBytes))
+      }
+    }
+    if (this.free.length > 0 && this.timer === undefined) this.armTrim()
+  }
+
+  armTrim() {
+    this.used = false
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      if (!this.used) this.free.length = 0
+      else if (this.free.length > 0) this.armTrim()
+    }, this.idleMs)
+    this.timer.unref()
+  }
+}
+
+class BatchWriter extends FrameWriter {
+  // A batch starts in a buffer of its own of at most 256 KiB and, with a pool, moves to pooled
+  // segments once it outgrows it: an export of one span holds no 2 MiB segment while it waits
+  // in the queue. (A buffer that large is mapped for itself and unmapped when collected, so
+  // many small exports in flight leave no fragmented heap behind.)
+  constructor(segmentBytes = SEGMENT_BYTES, pool = undefined) {
+    super(Math.min(pool ? pool.segmentBytes : segmentBytes, 256 * 1024))
+    this.segmentBytes = pool ? pool.segmentBytes : segmentBytes
+    this.pool = pool
     this.segments = []
     this.begin(this.buf)
   }
@@ -230,19 +296,24 @@ class BatchWriter extends FrameWriter {
   ensure(extra) {
     const need = this.pos + extra
     if (need <= this.buf.length) return
+    const old = this.buf
     if (this.count > 0 && need > this.segmentBytes) {
       // Seal the complete spans; move only the unfinished span to a fresh segment.
-      const partial = this.buf.subarray(this.spanStart, this.pos)
-      this.buf.writeUInt32LE(this.count, 4)
-      this.segments.push(this.buf.subarray(0, this.spanStart))
-      const next = Buffer.allocUnsafe(Math.max(this.segmentBytes, 2 * (8 + partial.length + extra)))
+      const partial = old.subarray(this.spanStart, this.pos)
+      old.writeUInt32LE(this.count, 4)
+      this.segments.push(old.subarray(0, this.spanStart))
+      const size = 8 + partial.length + extra
+      const next = this.pool && size <= this.segmentBytes ? this.pool.take() : Buffer.allocUnsafe(Math.max(this.segmentBytes, 2 * size))
       partial.copy(next, 8)
       const moved = partial.length
       this.begin(next)
       this.pos = 8 + moved
-      return
+    } else if (this.pool && old.length < this.segmentBytes && need <= this.segmentBytes) {
+      this.buf = this.pool.take()
+      old.copy(this.buf, 0, 0, this.pos)
+    } else {
+      super.ensure(extra)
     }
-    super.ensure(extra)
   }
 
   add(span) {
@@ -278,4 +349,4 @@ class SpanWriter extends FrameWriter {
   }
 }
 
-module.exports = { BatchWriter, SpanWriter }
+module.exports = { BatchWriter, SpanWriter, SegmentPool }

@@ -44,6 +44,7 @@ function nativeOptions(options = {}, extra = {}) {
     }
   }
   const workers = optionalNumber(options, 'workers')
+  const threads = optionalNumber(options, 'threads')
   return {
     directory,
     hashAlgorithm,
@@ -53,6 +54,7 @@ function nativeOptions(options = {}, extra = {}) {
     maxQueueBytes: optionalNumber(options, 'maxQueueBytes'),
     exportTimeoutMillis: optionalNumber(options, 'exportTimeoutMillis'),
     workers: workers === undefined ? undefined : Math.floor(workers),
+    threads: threads === undefined ? undefined : Math.floor(threads),
     serviceId: options.serviceId,
     sdkVersion: options.sdkVersion,
     sdkInstanceId: options.sdkInstanceId,

@@ -45,6 +45,8 @@ pub struct NativeOptions {
     pub max_queue_bytes: Option<f64>,
     /// Batches processed at once (default: cores − 1, at least 1).
     pub workers: Option<u32>,
+    /// Threads sharing the spans of one batch, at background priority (default: all cores).
+    pub threads: Option<u32>,
     /// `ExportSpansRequest.observable_service_id` for `onBatch`.
     pub service_id: Option<String>,
     /// `ExportSpansRequest.sdk_version` for `onBatch`.
@@ -131,7 +133,10 @@ fn positive(name: &str, v: Option<f64>, default: usize) -> Result<usize> {
 
 fn blocking_pool() -> Spawn {
     Arc::new(|job| {
-        napi::bindgen_prelude::spawn_blocking(job);
+        napi::bindgen_prelude::spawn_blocking(move || {
+            offloop::dispatch::background_priority();
+            job()
+        });
     })
 }
 
@@ -177,6 +182,9 @@ impl NativeExporter {
                 options.max_queue_bytes,
                 offloop::exporter::DEFAULT_MAX_QUEUE_BYTES,
             )?,
+            threads: options
+                .threads
+                .map_or_else(offloop::dispatch::cores, |t| t.max(1) as usize),
             request: on_batch.as_ref().map(|_| RequestHeader {
                 observable_service_id: options.service_id.unwrap_or_default(),
                 environment: options.environment.unwrap_or_default(),
@@ -241,7 +249,8 @@ impl NativeExporter {
     }
 
     /// Processes one batch, framed as one or more segments, on the blocking pool. The batch is
-    /// accepted (counted, and covered by later flushes) before this returns.
+    /// accepted (counted, and covered by later flushes) before this returns. The segments are
+    /// read in place: the caller must not touch them until the promise settles.
     #[napi(ts_return_type = "Promise<BatchReport>", catch_unwind)]
     pub fn export<'env>(
         &self,
@@ -253,24 +262,7 @@ impl NativeExporter {
             .map(|s| offloop::frame::peek_count(s).unwrap_or(1))
             .fold(0u32, u32::saturating_add);
         let bytes = segments.iter().map(|s| s.len()).sum();
-        let ticket = match self.shared.exporter.accept(spans, bytes) {
-            Ok(t) => t,
-            Err(rejected) => {
-                let report = rejected_report(spans, &rejected);
-                return env.spawn_future(async move { Ok(report) });
-            }
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let shared = Arc::clone(&self.shared);
-        self.shared.dispatcher.submit(Box::new(move || {
-            run_batch(shared, ticket, Batch::Segments(segments), Some(tx))
-        }));
-        env.spawn_future(async move {
-            let result = rx.await.map_err(|_| {
-                Error::from_reason("offloop: the batch was abandoned (runtime shutting down)")
-            })?;
-            Ok(report(&result))
-        })
+        self.submit(env, spans, bytes, Batch::Segments(segments))
     }
 
     /// Refuses a batch of `spans` spans up front when the queue is already full: returns its
@@ -385,6 +377,37 @@ impl ProcessorHandle {
 }
 
 /// A batch as it reaches a worker.
+impl NativeExporter {
+    /// Accepts a batch of `spans` spans and `bytes` bytes and schedules it; the promise
+    /// resolves with its report.
+    fn submit<'env>(
+        &self,
+        env: &'env Env,
+        spans: u32,
+        bytes: usize,
+        batch: Batch,
+    ) -> Result<PromiseRaw<'env, BatchReport>> {
+        let ticket = match self.shared.exporter.accept(spans, bytes) {
+            Ok(t) => t,
+            Err(rejected) => {
+                let report = rejected_report(spans, &rejected);
+                return env.spawn_future(async move { Ok(report) });
+            }
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let shared = Arc::clone(&self.shared);
+        self.shared
+            .dispatcher
+            .submit(Box::new(move || run_batch(shared, ticket, batch, Some(tx))));
+        env.spawn_future(async move {
+            let result = rx.await.map_err(|_| {
+                Error::from_reason("offloop: the batch was abandoned (runtime shutting down)")
+            })?;
+            Ok(report(&result))
+        })
+    }
+}
+
 enum Batch {
     /// From `export()`: segments framed by the JS shim.
     Segments(Vec<Buffer>),

@@ -13,13 +13,41 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 /// Runs a job on some thread (tokio `spawn_blocking`, a thread pool, `std::thread::spawn`).
 pub type Spawn = Arc<dyn Fn(Job) + Send + Sync>;
 
-/// Workers to use by default: all cores but one (at least one), leaving the JS thread a core.
-pub fn default_workers() -> usize {
+/// The cores this process may use.
+pub fn cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
-        .saturating_sub(1)
-        .max(1)
+}
+
+/// Workers to use by default: all cores but one (at least one), leaving the JS thread a core.
+pub fn default_workers() -> usize {
+    cores().saturating_sub(1).max(1)
+}
+
+/// Nice value of threads running export work in the background (Linux): the scheduler then
+/// hands a contended core to the JS thread at once instead of after a time slice of several
+/// milliseconds, which is what its event loop would see as a stall.
+pub const BACKGROUND_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority to [`BACKGROUND_NICE`] (once per thread).
+/// Linux sets the nice value per thread; elsewhere `setpriority` would renice the whole
+/// process, so this does nothing there.
+pub fn background_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        thread_local!(static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+        DONE.with(|done| {
+            if !done.replace(true) {
+                // SAFETY: plain syscalls on the calling thread; a failure leaves the priority as
+                // it was, which is harmless.
+                unsafe {
+                    let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                    libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE);
+                }
+            }
+        });
+    }
 }
 
 /// A spawner that starts a thread per job run (jobs chain on it while work is queued).
@@ -100,6 +128,31 @@ impl Dispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_are_reniced_and_others_are_not() {
+        let nice = |tid: i64| -> i64 {
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after.split(' ').nth(16).unwrap().parse().unwrap()
+        };
+        // SAFETY: gettid has no preconditions.
+        let tid = || unsafe { libc::syscall(libc::SYS_gettid) };
+        let (lowered, before) = std::thread::spawn(move || {
+            let before = nice(tid());
+            background_priority();
+            background_priority();
+            (nice(tid()), before)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            lowered,
+            before + i64::from(BACKGROUND_NICE).min(19 - before)
+        );
+        assert_eq!(nice(tid()), before, "the calling thread keeps its priority");
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
 

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use rayon::prelude::*;
+
 use crate::error::{display_id, SpanError, Stage};
 use crate::filter::{TraceFilter, SPAN_OVERHEAD_BYTES};
 use crate::frame::{decode_span, split_batch, SpanFrame, SpanSlice};
@@ -43,6 +45,10 @@ pub struct ExporterConfig {
     pub max_queue_bytes: usize,
     /// When set, every batch also yields an encoded `ExportSpansRequest`.
     pub request: Option<RequestHeader>,
+    /// Threads that share the spans of one batch (a pool of this exporter's, at background
+    /// priority, see [`crate::dispatch::background_priority`]); 1 processes a batch on the
+    /// calling thread. Default: every core.
+    pub threads: usize,
 }
 
 impl Default for ExporterConfig {
@@ -55,6 +61,7 @@ impl Default for ExporterConfig {
             max_span_bytes: DEFAULT_MAX_SPAN_BYTES,
             max_queue_bytes: DEFAULT_MAX_QUEUE_BYTES,
             request: None,
+            threads: crate::dispatch::cores(),
         }
     }
 }
@@ -179,6 +186,9 @@ struct Lost {
 #[derive(Debug)]
 pub struct Exporter {
     config: ExporterConfig,
+    /// Spreads a batch's spans over `config.threads` threads; `None` for one thread (or if
+    /// the threads could not be started: the batch then runs on the calling thread).
+    pool: Option<rayon::ThreadPool>,
     record_options: RecordOptions,
     sink: Option<FsSink>,
     filter: Mutex<TraceFilter>,
@@ -208,7 +218,18 @@ impl Exporter {
             Some(dir) => Some(FsSink::new(dir, config.format)?),
             None => None,
         };
+        let pool = (config.threads > 1)
+            .then(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(config.threads)
+                    .thread_name(|i| format!("offloop-span-{i}"))
+                    .start_handler(|_| crate::dispatch::background_priority())
+                    .build()
+                    .ok()
+            })
+            .flatten();
         Ok(Exporter {
+            pool,
             record_options: RecordOptions {
                 hash: config.hash,
                 environment: config.environment.clone(),
@@ -475,21 +496,29 @@ impl Exporter {
             }
         }
 
-        let mut records: Vec<(u32, SpanRecord)> = Vec::with_capacity(kept.len());
-        for (i, frame) in &kept {
-            match catch_unwind(AssertUnwindSafe(|| {
+        // The per-span work is independent: spread it over the pool, keeping batch order.
+        let record_one = |frame: &SpanFrame<'_>| {
+            catch_unwind(AssertUnwindSafe(|| {
                 record::record(frame, &self.record_options)
-            })) {
-                Ok(Ok(r)) => records.push((*i, r)),
-                Ok(Err((stage, msg))) => fail(&mut result, *i, Some(frame), stage, msg, false),
-                Err(panic) => fail(
-                    &mut result,
-                    *i,
-                    Some(frame),
+            }))
+            .unwrap_or_else(|panic| {
+                Err((
                     Stage::Frame,
                     format!("internal error: {}", panic_message(&panic)),
-                    false,
-                ),
+                ))
+            })
+        };
+        let outcomes: Vec<_> = match &self.pool {
+            Some(pool) if kept.len() > 1 => {
+                pool.install(|| kept.par_iter().map(|(_, f)| record_one(f)).collect())
+            }
+            _ => kept.iter().map(|(_, f)| record_one(f)).collect(),
+        };
+        let mut records: Vec<(u32, SpanRecord)> = Vec::with_capacity(kept.len());
+        for ((i, frame), outcome) in kept.iter().zip(outcomes) {
+            match outcome {
+                Ok(r) => records.push((*i, r)),
+                Err((stage, msg)) => fail(&mut result, *i, Some(frame), stage, msg, false),
             }
         }
 

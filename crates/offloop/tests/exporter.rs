@@ -510,3 +510,66 @@ fn segments_keep_order_and_bogus_counts_are_bounded() {
     assert_eq!((r.spans, r.failed), (1, 1));
     assert!(r.errors[0].message.contains("not an offloop batch"));
 }
+
+/// The spans of a batch are spread over a thread pool: files, order, errors and counters must
+/// be exactly those of a single thread. (Protobuf output is compared decoded: prost encodes
+/// the schema's `properties` map in hash order, which differs between any two encodings.)
+#[test]
+fn thread_count_changes_nothing_but_speed() {
+    let mut spans: Vec<Owned> = (0..300).map(|i| pg_span(i, 3 + i % 7)).collect();
+    spans[17].input = "{\"a\":".into();
+    spans[101].kind = 9;
+    spans[250].output = "[1,2".into();
+    let input = batch(&spans);
+    let run = |threads: usize, format: Format| {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Exporter::new(ExporterConfig {
+            directory: Some(dir.path().to_path_buf()),
+            format,
+            request: Some(RequestHeader::default()),
+            threads,
+            ..ExporterConfig::default()
+        })
+        .unwrap();
+        let r = e.export(&input).unwrap();
+        let errors: Vec<(u32, String)> = r
+            .errors
+            .iter()
+            .map(|e| (e.index, e.message.clone()))
+            .collect();
+        let request = ExportSpansRequest::decode(r.request.as_deref().unwrap()).unwrap();
+        // File names start with their creation time: key them by what follows it.
+        let mut jsonl: Vec<(String, Vec<u8>)> = Vec::new();
+        if format == Format::Jsonl {
+            for p in files(dir.path()) {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                jsonl.push((
+                    name[name.find("_trace_").unwrap()..].into(),
+                    fs::read(p).unwrap(),
+                ));
+            }
+            jsonl.sort();
+        }
+        let mut proto = if format == Format::Proto {
+            proto_spans(dir.path())
+        } else {
+            Vec::new()
+        };
+        proto.sort_by(|a, b| (&a.trace_id, &a.span_id).cmp(&(&b.trace_id, &b.span_id)));
+        (
+            r.written, r.failed, errors, r.recorded, request, jsonl, proto,
+        )
+    };
+    for format in [Format::Jsonl, Format::Proto] {
+        let one = run(1, format);
+        assert_eq!(one.0, 297);
+        let failed: Vec<u32> = one.2.iter().map(|e| e.0).collect();
+        assert_eq!(failed, vec![17, 101, 250]);
+        assert_eq!(one.4.spans.len(), 297);
+        assert!(format == Format::Proto || one.5.iter().map(|f| f.1.len()).sum::<usize>() > 0);
+        assert!(format == Format::Jsonl || one.6.len() == 297);
+        for threads in [2, 4] {
+            assert!(run(threads, format) == one, "{threads} threads, {format:?}");
+        }
+    }
+}

@@ -172,10 +172,12 @@ fn bench_rows(c: &mut Criterion, rows: usize, spans: &[PlainSpan], tmp: &Path) {
     });
 
     // End to end: Exporter::process on one batch buffer (the trace's 21 spans), on this thread.
+    // One thread: these are per-core figures, compared with the single-threaded parse.
     let config = |hash, request: bool| ExporterConfig {
         hash,
         environment: Some("bench".into()),
         request: request.then(RequestHeader::default),
+        threads: 1,
         ..ExporterConfig::default()
     };
     for (name, cfg) in [
@@ -192,21 +194,30 @@ fn bench_rows(c: &mut Criterion, rows: usize, spans: &[PlainSpan], tmp: &Path) {
             })
         });
     }
-    for (name, hash, format) in [
+    for (name, hash, format, threads) in [
         (
             "e2e_blake3_jsonl_file",
             HashAlgorithm::Blake3,
             Format::Jsonl,
+            1,
+        ),
+        (
+            "e2e_blake3_jsonl_file_all_cores",
+            HashAlgorithm::Blake3,
+            Format::Jsonl,
+            offloop::dispatch::cores(),
         ),
         (
             "e2e_sha256_jsonl_file",
             HashAlgorithm::Sha256,
             Format::Jsonl,
+            1,
         ),
         (
             "e2e_blake3_proto_file",
             HashAlgorithm::Blake3,
             Format::Proto,
+            1,
         ),
     ] {
         // A fresh, empty directory per iteration (not timed), so files do not grow.
@@ -218,6 +229,7 @@ fn bench_rows(c: &mut Criterion, rows: usize, spans: &[PlainSpan], tmp: &Path) {
                     Exporter::new(ExporterConfig {
                         directory: Some(dir.clone()),
                         format,
+                        threads,
                         ..config(hash, false)
                     })
                     .unwrap()
@@ -265,6 +277,7 @@ fn paired_ratios(spans: &[PlainSpan], tmp: &Path) -> HashMap<&'static str, f64> 
                     directory: (name == "e2e_blake3_jsonl_file").then(|| dir.clone()),
                     request: (name == "e2e_blake3_request").then(RequestHeader::default),
                     environment: Some("bench".into()),
+                    threads: 1,
                     ..ExporterConfig::default()
                 })
                 .unwrap();
@@ -307,7 +320,7 @@ fn mean_ns(dir: &Path, group: &str, id: &str, since: SystemTime) -> Option<f64> 
     v["mean"]["point_estimate"].as_f64()
 }
 
-const SUMMARY: [(&str, &str); 9] = [
+const SUMMARY: [(&str, &str); 10] = [
     ("parse_value", "serde_json → Value (baseline)"),
     ("parse_validate", "serde_json validate only (IgnoredAny)"),
     (
@@ -323,6 +336,10 @@ const SUMMARY: [(&str, &str); 9] = [
     ),
     ("e2e_blake3_jsonl_file", "Exporter::process → JSONL files"),
     (
+        "e2e_blake3_jsonl_file_all_cores",
+        "the same, the batch's spans over every core (`threads`)",
+    ),
+    (
         "e2e_sha256_jsonl_file",
         "Exporter::process → JSONL files, sha256",
     ),
@@ -334,7 +351,7 @@ type Size = (usize, usize, usize, HashMap<&'static str, f64>);
 fn summarize(sizes: &[Size], since: SystemTime) {
     let dir = criterion_dir();
     let mut md = String::from(
-        "| rows | stage | MB/s | ÷ parse_value | paired ÷ parse | spans/s (1 core) |\n|---:|---|---:|---:|---:|---:|\n",
+        "| rows | stage | MB/s | ÷ parse_value | paired ÷ parse | spans/s |\n|---:|---|---:|---:|---:|---:|\n",
     );
     let mut json = Vec::new();
     for (rows, spans, bytes, paired) in sizes {

@@ -270,6 +270,7 @@ async function runExportBench(o, log = (s) => process.stdout.write(s)) {
       queriesPerTrace: QUERIES_PER_TRACE,
       cpuSource: measure.CPU_SOURCE,
       offloopWorkers: results.find((r) => r.workers)?.workers ?? null,
+      offloopThreads: os.availableParallelism(), // the exporters' default \`threads\`
     },
     results,
   }
@@ -307,7 +308,7 @@ function printExport({ meta, results }) {
 function describeMeta(meta) {
   return (
     `${meta.date.slice(0, 16).replace('T', ' ')} UTC, node ${meta.node}, ${meta.cpus} CPUs (${meta.cpuModel}), load average ${meta.loadavg.join(' ')} at the end, ` +
-    `offloop workers ${meta.offloopWorkers ?? 'n/a'}, main-thread CPU from /proc/self/task/<pid>/${meta.cpuSource}, seed ${meta.seed}, mode ${meta.mode}`
+    `offloop workers ${meta.offloopWorkers ?? 'n/a'} (batches at once) x threads ${meta.offloopThreads ?? 'n/a'} (per batch), main-thread CPU from /proc/self/task/<pid>/${meta.cpuSource}, seed ${meta.seed}, mode ${meta.mode}`
   )
 }
 

@@ -107,6 +107,22 @@ fn main() {
     g.bench_function("find_mock_suite_value", |b| {
         b.iter(|| rec.find_mock(black_box(&p12), Levels::ValueHashes).unwrap())
     });
+    // Every call a different span of a different trace, as in an app's replay: look-ups and
+    // the span's fields come from cold memory (the figure above reuses one hot span).
+    let cold: Vec<MockRequest> = (0..TRACES * PER_TRACE)
+        .map(|k| {
+            let (t, i) = (k % TRACES, (k / TRACES) % PER_TRACE);
+            request(Some(t), input(t, i))
+        })
+        .collect();
+    let mut next = 0;
+    g.bench_function("find_mock_trace_value_cold", |b| {
+        b.iter(|| {
+            next = (next + 7919) % cold.len();
+            rec.find_mock(black_box(&cold[next]), Levels::ValueHashes)
+                .unwrap()
+        })
+    });
     let miss = request(Some(6), r#"{"text":"SELECT 1","values":[]}"#.into());
     g.bench_function("find_mock_miss", |b| {
         b.iter(|| {

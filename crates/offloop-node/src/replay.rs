@@ -404,7 +404,7 @@ impl NativeRecording {
             name: s.name.clone(),
             package_name: s.package_name.clone(),
             is_pre_app_start: s.is_pre_app_start,
-            used: s.is_used(),
+            used: self.inner.recording.is_used(s),
             file: s.source.file.to_string(),
             line: s.source.line as f64,
             input_value_hash: hex(&s.hashes.value),

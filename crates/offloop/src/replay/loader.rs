@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use prost::Message;
@@ -446,7 +445,7 @@ fn parse_line(bytes: &[u8], algo: HashAlgorithm, source: Source) -> Result<Recor
         source,
         trace_no: 0,
         package_no: 0,
-        used: AtomicBool::new(false),
+        no: 0,
         shape: OnceLock::new(),
     })
 }
@@ -516,7 +515,7 @@ fn parse_record(bytes: &[u8], algo: HashAlgorithm, source: Source) -> Result<Rec
         source,
         trace_no: 0,
         package_no: 0,
-        used: AtomicBool::new(false),
+        no: 0,
         shape: OnceLock::new(),
     })
 }

@@ -408,13 +408,8 @@ impl Recording {
         bucket: impl Iterator<Item = u32> + Clone,
         pre_app_start: Option<bool>,
     ) -> Option<(u32, bool)> {
-        let eligible =
-            |i: &u32| pre_app_start.is_none_or(|p| self.spans[*i as usize].is_pre_app_start == p);
-        if let Some(i) = bucket
-            .clone()
-            .filter(eligible)
-            .find(|&i| self.spans[i as usize].claim())
-        {
+        let eligible = |i: &u32| pre_app_start.is_none_or(|p| self.pre_app_start(*i) == p);
+        if let Some(i) = bucket.clone().filter(eligible).find(|&i| self.claim(i)) {
             return Some((i, false));
         }
         let mut bucket = bucket;
@@ -433,7 +428,7 @@ impl Recording {
         let candidates: Vec<u32> = bucket
             .filter(|&i| {
                 let s = &self.spans[i as usize];
-                (!pre_app_start_only || s.is_pre_app_start)
+                (!pre_app_start_only || self.pre_app_start(i))
                     && req_shape.admits(s.shape(), &s.package_name)
             })
             .collect();
@@ -444,29 +439,21 @@ impl Recording {
             let unused: Vec<u32> = candidates
                 .iter()
                 .copied()
-                .filter(|&i| !self.spans[i as usize].is_used())
+                .filter(|&i| !self.used(i))
                 .collect();
             match unused.len() {
                 0 => break,
-                1 if self.spans[unused[0] as usize].claim() => {
-                    return Some(Pick::plain(unused[0], false))
-                }
+                1 if self.claim(unused[0]) => return Some(Pick::plain(unused[0], false)),
                 1 => continue,
                 _ => {}
             }
             let ranked = self.rank(q, &unused);
-            if let Some(pos) = ranked
-                .iter()
-                .position(|&(i, _)| self.spans[i as usize].claim())
-            {
+            if let Some(pos) = ranked.iter().position(|&(i, _)| self.claim(i)) {
                 return Some(ranked_pick(ranked, pos, false));
             }
             // Every ranked candidate was taken meanwhile: look again.
         }
-        let used: Vec<u32> = candidates
-            .into_iter()
-            .filter(|&i| self.spans[i as usize].is_used())
-            .collect();
+        let used: Vec<u32> = candidates.into_iter().filter(|&i| self.used(i)).collect();
         match used.len() {
             0 => None,
             1 => Some(Pick::plain(used[0], true)),

@@ -38,7 +38,7 @@ pub mod struct_json;
 use std::collections::HashSet;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -113,10 +113,19 @@ impl MatchScope {
     }
 }
 
+/// Span flag: handed out by a match.
+const USED: u8 = 1;
+/// Span flag: recorded before the app was ready.
+const PRE_APP_START: u8 = 2;
+
 /// A loaded, indexed recording. `Send + Sync`: share it behind an `Arc`.
 #[derive(Debug)]
 pub struct Recording {
     spans: Vec<RecordedSpan>,
+    /// Per span, by number: [`USED`] and [`PRE_APP_START`]. Kept apart from the spans (several
+    /// hundred bytes each) so the matcher's claims and filters touch one small, hot array
+    /// instead of a cold cache line per candidate.
+    flags: Box<[AtomicU8]>,
     /// Trace and package numbers (Fx: short keys, looked up on every request).
     traces: FxHashMap<String, u32>,
     packages: FxHashMap<String, u32>,
@@ -207,13 +216,19 @@ impl Recording {
                 n
             }
         };
-        for s in &mut spans {
+        for (no, s) in spans.iter_mut().enumerate() {
+            s.no = no as u32;
             s.trace_no = number(&mut traces, &s.trace_id);
             s.package_no = number(&mut packages, &s.package_name);
         }
+        let flags = spans
+            .iter()
+            .map(|s| AtomicU8::new(if s.is_pre_app_start { PRE_APP_START } else { 0 }))
+            .collect();
         let index = Indexes::build(&spans);
         Recording {
             spans,
+            flags,
             traces,
             packages,
             index,
@@ -239,6 +254,25 @@ impl Recording {
         self.spans
             .iter()
             .find(|s| s.trace_no == t && s.span_id == span_id)
+    }
+
+    /// Whether a match has already handed `span` out.
+    pub fn is_used(&self, span: &RecordedSpan) -> bool {
+        self.used(span.no)
+    }
+
+    pub(crate) fn used(&self, no: u32) -> bool {
+        self.flags[no as usize].load(Ordering::Acquire) & USED != 0
+    }
+
+    pub(crate) fn pre_app_start(&self, no: u32) -> bool {
+        self.flags[no as usize].load(Ordering::Relaxed) & PRE_APP_START != 0
+    }
+
+    /// Marks span `no` used; true only for the one caller that flipped it. This is what makes
+    /// look-up and marking one atomic step under concurrent callers.
+    pub(crate) fn claim(&self, no: u32) -> bool {
+        self.flags[no as usize].fetch_or(USED, Ordering::AcqRel) & USED == 0
     }
 
     /// The digest requests are hashed with.

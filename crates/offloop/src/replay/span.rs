@@ -1,7 +1,6 @@
 //! A recorded span as replay keeps it: what a mock answer needs (output, metadata, times,
 //! ids), the look-up hashes recomputed at load, and the consume-once flag.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::hashing::{to_hex, Digest};
@@ -79,26 +78,14 @@ pub struct RecordedSpan {
     pub stored_schema_hash: String,
     /// Where it was read from.
     pub source: Source,
+    /// Position in [`crate::replay::Recording::spans`] (its flags live in the recording).
+    pub(crate) no: u32,
     pub(crate) trace_no: u32,
     pub(crate) package_no: u32,
-    pub(crate) used: AtomicBool,
     pub(crate) shape: OnceLock<Shape>,
 }
 
 impl RecordedSpan {
-    /// Whether a match has already handed this span out.
-    pub fn is_used(&self) -> bool {
-        self.used.load(Ordering::Acquire)
-    }
-
-    /// Marks the span used; true only for the one caller that flipped it. This is what makes
-    /// look-up and marking one atomic step under concurrent callers.
-    pub(crate) fn claim(&self) -> bool {
-        self.used
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
     /// The HTTP/GraphQL shape of the input, computed on first use.
     pub(crate) fn shape(&self) -> &Shape {
         self.shape.get_or_init(|| Shape::of(&self.input_canonical))

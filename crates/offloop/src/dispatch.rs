@@ -4,9 +4,9 @@
 //! thread must keep a core: at most `workers` batches run at once, the rest wait in a queue
 //! (not in blocked threads). A finishing job picks up the next queued one on the same thread.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A unit of work.
 pub type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -48,6 +48,33 @@ pub fn background_priority() {
             }
         });
     }
+}
+
+/// The process-wide pool of `threads` threads (at [`background_priority`]) that spreads the
+/// spans of a batch; exporters asking for the same size share it, so an app with several
+/// exporters does not multiply threads. `None` for one thread, or if the threads could not be
+/// started (the work then runs on the calling thread).
+pub fn span_pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    if threads <= 1 {
+        return None;
+    }
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(pool) = pools.get(&threads) {
+        return Some(Arc::clone(pool));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("offloop-span-{i}"))
+        .start_handler(|_| background_priority())
+        .build()
+        .ok()?;
+    let pool = Arc::new(pool);
+    pools.insert(threads, Arc::clone(&pool));
+    Some(pool)
 }
 
 /// A spawner that starts a thread per job run (jobs chain on it while work is queued).
@@ -128,6 +155,16 @@ impl Dispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn span_pools_are_shared_per_size() {
+        assert!(span_pool(1).is_none());
+        let a = span_pool(3).unwrap();
+        let b = span_pool(3).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.current_num_threads(), 3);
+        assert!(!Arc::ptr_eq(&a, &span_pool(2).unwrap()));
+    }
 
     #[cfg(target_os = "linux")]
     #[test]

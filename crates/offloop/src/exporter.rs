@@ -10,7 +10,7 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -45,8 +45,8 @@ pub struct ExporterConfig {
     pub max_queue_bytes: usize,
     /// When set, every batch also yields an encoded `ExportSpansRequest`.
     pub request: Option<RequestHeader>,
-    /// Threads that share the spans of one batch (a pool of this exporter's, at background
-    /// priority, see [`crate::dispatch::background_priority`]); 1 processes a batch on the
+    /// Threads that share the spans of one batch ([`crate::dispatch::span_pool`]: shared by
+    /// exporters of the same size, at background priority); 1 processes a batch on the
     /// calling thread. Default: every core.
     pub threads: usize,
 }
@@ -188,7 +188,7 @@ pub struct Exporter {
     config: ExporterConfig,
     /// Spreads a batch's spans over `config.threads` threads; `None` for one thread (or if
     /// the threads could not be started: the batch then runs on the calling thread).
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<Arc<rayon::ThreadPool>>,
     record_options: RecordOptions,
     sink: Option<FsSink>,
     filter: Mutex<TraceFilter>,
@@ -218,16 +218,7 @@ impl Exporter {
             Some(dir) => Some(FsSink::new(dir, config.format)?),
             None => None,
         };
-        let pool = (config.threads > 1)
-            .then(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(config.threads)
-                    .thread_name(|i| format!("offloop-span-{i}"))
-                    .start_handler(|_| crate::dispatch::background_priority())
-                    .build()
-                    .ok()
-            })
-            .flatten();
+        let pool = crate::dispatch::span_pool(config.threads);
         Ok(Exporter {
             pool,
             record_options: RecordOptions {

@@ -1,10 +1,10 @@
 //! Replay: answers an app's outbound calls from a recording.
 //!
-//! [`Recording::open`] loads a recordings directory ([`loader`]): every span's input hashes
+//! [`Recording::open`] loads a recordings directory (`loader.rs`): every span's input hashes
 //! are recomputed with [`crate::payload`], the code the exporter records with, so requests
 //! and recordings are hashed by one code path whatever recorder wrote the files. Spans are
-//! indexed per trace and suite-wide ([`index`]). [`Recording::find_mock`] runs the matching
-//! cascade of the Tusk Drift CLI ([`matcher`]): value hash, reduced value hash, suite value
+//! indexed per trace and suite-wide (`index.rs`). [`Recording::find_mock`] runs the matching
+//! cascade of the Tusk Drift CLI (`matcher.rs`): value hash, reduced value hash, suite value
 //! hashes, then schema hashes with an HTTP shape guard and similarity ranking. A match
 //! consumes its span atomically, so concurrent callers (threads, worker threads sharing the
 //! recording) never both get the same span while another is unused.

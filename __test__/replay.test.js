@@ -306,3 +306,48 @@ test('bad input is refused clearly', async (t) => {
   assert.equal(r.found, false)
   assert.match(r.reason, /no trace id/)
 })
+
+test('result fields: metadata object, null and absent; timestamp; merges given as text or object', async (t) => {
+  const dir = tmpDir(t)
+  const traceId = 'ab'.repeat(16)
+  const line = (i, extra) => JSON.stringify({
+    traceId,
+    spanId: (i + 1).toString(16).padStart(16, '0'),
+    name: 'pg.query',
+    packageName: 'pg',
+    inputValue: { text: `SELECT ${i}`, values: [i] },
+    outputValue: { rows: [{ i }] },
+    inputSchema: { type: 6, properties: { values: { type: 7, properties: {}, matchImportance: 0 } } },
+    ...extra,
+  })
+  fs.writeFileSync(path.join(dir, `x_trace_${traceId}.jsonl`), [
+    line(0, { metadata: null, timestamp: { seconds: 1700000000, nanos: 5 } }),
+    line(1, { metadata: { host: 'db', port: 5432 } }),
+    line(2, {}),
+  ].join('\n') + '\n')
+  const rec = await Recording.open(dir)
+  assert.equal(rec.stats().spans, 3)
+  const merges = { values: { matchImportance: 0 } }
+  const ask = (i, m = merges) => rec.findMock({ traceId, packageName: 'pg', name: 'pg.query', inputValue: { text: `SELECT ${i}`, values: [i] }, inputSchemaMerges: m })
+  const r0 = ask(0)
+  assert.equal(r0.found, true)
+  assert.equal(r0.priority, 1)
+  assert.ok(!('metadata' in r0), 'recorded null metadata reads as none')
+  assert.deepEqual(r0.timestamp, { seconds: 1700000000, nanos: 5 })
+  assert.deepEqual(r0.outputValue, { rows: [{ i: 0 }] })
+  const r1 = ask(1, JSON.stringify(merges))
+  assert.deepEqual(r1.metadata, { host: 'db', port: 5432 })
+  assert.equal(r1.matchType, 'INPUT_VALUE_HASH')
+  assert.equal(r1.matchScope, 'TRACE')
+  const r2 = ask(2)
+  assert.equal(r2.found, true)
+  assert.ok(!('metadata' in r2), 'no metadata, no field')
+  assert.ok(!('timestamp' in r2))
+  assert.match(r2.requestHashes.valueHash, /^[0-9a-f]{64}$/)
+  // A different value of the matchImportance-0 field: found by the reduced hash, with the
+  // same merges object (its JSON text is cached per object).
+  const r3 = rec.findMock({ traceId, packageName: 'pg', inputValue: { text: 'SELECT 2', values: [99] }, inputSchemaMerges: merges })
+  assert.equal(r3.found, true)
+  assert.equal(r3.priority, 4, 'span 2 was used: the used reduced-hash level')
+  assert.throws(() => ask(0, 5), /inputSchemaMerges must be an object or JSON text, got number/)
+})

@@ -86,7 +86,7 @@ function fromNative(text) {
     topCandidates: a[16],
     requestHashes: { valueHash: a[17], schemaHash: a[18] },
   }
-  if (a[2] !== null) r.metadata = a[2]
+  if (a[2] !== null) r.metadata = a[2][0]
   if (a[3] !== null) r.timestamp = { seconds: a[3], nanos: a[4] }
   if (a[15] !== null) r.similarityScore = a[15]
   return r

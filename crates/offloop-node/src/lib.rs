@@ -131,13 +131,13 @@ fn positive(name: &str, v: Option<f64>, default: usize) -> Result<usize> {
     }
 }
 
-fn blocking_pool() -> Spawn {
-    Arc::new(|job| {
-        napi::bindgen_prelude::spawn_blocking(move || {
-            offloop::dispatch::background_priority();
-            job()
-        });
-    })
+/// Batches run on threads of their own at background priority (tokio's blocking pool is
+/// shared with recording loads and `findMockAsync`, which must keep their priority); tokio's
+/// pool is the fallback if a thread cannot be started.
+fn batch_threads() -> Spawn {
+    offloop::dispatch::background_threads(Arc::new(|job| {
+        napi::bindgen_prelude::spawn_blocking(job);
+    }))
 }
 
 #[napi]
@@ -216,7 +216,7 @@ impl NativeExporter {
         )? as u64);
         let shared = Arc::new(Shared {
             exporter,
-            dispatcher: Dispatcher::new(workers, blocking_pool()),
+            dispatcher: Dispatcher::new(workers, batch_threads()),
             on_batch,
             on_report,
             export_timeout,

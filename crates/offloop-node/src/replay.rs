@@ -103,7 +103,7 @@ fn request(
 /// builds the result; the recorded values are JSON already and go in as they are. Far cheaper
 /// than setting a score of properties through N-API one by one, and than an object's keys.
 ///
-/// Found: `[1, outputValue, metadata|null, seconds|null, nanos|null, traceId, spanId, name,
+/// Found: `[1, outputValue, [metadata]|null, seconds|null, nanos|null, traceId, spanId, name,
 /// packageName, matchType, matchTypeCode, matchScope, priority, reused, description,
 /// similarityScore|null, topCandidates, valueHash, schemaHash]`.
 /// Not found: `[0, reason, valueHash, schemaHash]`.
@@ -131,8 +131,13 @@ fn result_json(o: &Outcome<'_>) -> String {
             out.extend_from_slice(b"[1,");
             out.extend_from_slice(s.output_value.as_bytes());
             out.push(b',');
+            // Wrapped, so recorded `null` metadata stays apart from no metadata.
             match &s.metadata {
-                Some(meta) => out.extend_from_slice(meta.as_bytes()),
+                Some(meta) => {
+                    out.push(b'[');
+                    out.extend_from_slice(meta.as_bytes());
+                    out.push(b']');
+                }
                 None => out.extend_from_slice(b"null"),
             }
             out.push(b',');

@@ -87,6 +87,32 @@ pub fn std_threads() -> Spawn {
     })
 }
 
+/// A spawner that starts a thread of its own per job run, at [`background_priority`]: the
+/// lowered priority stays on threads that only ever run export work (a shared pool would
+/// keep it for whatever it runs next, and priority cannot be raised back unprivileged). If a
+/// thread cannot be started, the job goes to `fallback` instead.
+pub fn background_threads(fallback: Spawn) -> Spawn {
+    Arc::new(move |job| {
+        let slot = Arc::new(Mutex::new(Some(job)));
+        let mine = Arc::clone(&slot);
+        let started = std::thread::Builder::new()
+            .name("offloop-batch".into())
+            .spawn(move || {
+                background_priority();
+                let job = mine.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(job) = job {
+                    job();
+                }
+            });
+        if started.is_err() {
+            let job = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(job) = job {
+                fallback(job);
+            }
+        }
+    })
+}
+
 /// Runs at most `workers` jobs at a time.
 pub struct Dispatcher {
     workers: usize,
@@ -155,6 +181,35 @@ impl Dispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_run_jobs_lowered_and_leave_the_fallback_alone() {
+        let nice_of_current = || -> i64 {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after.split(' ').nth(16).unwrap().parse().unwrap()
+        };
+        let base = nice_of_current();
+        let fallback_used = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&fallback_used);
+        let spawn = background_threads(Arc::new(move |job| {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            job()
+        }));
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn(Box::new(move || {
+            let name = std::thread::current().name().map(str::to_string);
+            tx.send((name, nice_of_current())).unwrap();
+        }));
+        let (name, nice) = rx.recv().unwrap();
+        assert_eq!(name.as_deref(), Some("offloop-batch"));
+        assert_eq!(nice, base + i64::from(BACKGROUND_NICE).min(19 - base));
+        assert!(!fallback_used.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(nice_of_current(), base);
+    }
 
     #[test]
     fn span_pools_are_shared_per_size() {

@@ -71,10 +71,20 @@ thread_local! {
     static WORK: RefCell<Sinks> = RefCell::new(Sinks::default());
 }
 
+/// Working storage a thread keeps between payloads; after a larger payload it is released
+/// (pool threads live as long as the process, and one huge span must not pin its buffers).
+const RETAIN_BYTES: usize = 16 * 1024 * 1024;
+
 /// Runs `f` with this thread's working storage.
 fn with_sinks<R>(f: impl FnOnce(&mut Sinks) -> R) -> R {
     WORK.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut sinks) => f(&mut sinks),
+        Ok(mut sinks) => {
+            let r = f(&mut sinks);
+            if sinks.retained_bytes() > RETAIN_BYTES {
+                *sinks = Sinks::default();
+            }
+            r
+        }
         // Not reachable today (nothing re-enters), but never worth a panic.
         Err(_) => f(&mut Sinks::default()),
     })

@@ -73,6 +73,22 @@ impl Sinks {
         self.reduced.clear();
     }
 
+    /// Bytes held by the reusable buffers (roughly: the parser's own buffers count as the
+    /// input they were sized for).
+    pub fn retained_bytes(&self) -> usize {
+        let bytes = |v: &Vec<u8>| v.capacity();
+        bytes(&self.compact)
+            + bytes(&self.canon)
+            + bytes(&self.pb)
+            + bytes(&self.reduced)
+            + bytes(&self.scratch)
+            + 2 * bytes(&self.input)
+            + self.keys.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.tape.capacity() * std::mem::size_of::<Node<'static>>()
+            + self.decoded.as_ref().map_or(0, |d| d.retained_bytes())
+    }
+
     pub fn with_capacity(n: usize) -> Sinks {
         Sinks {
             canon: Vec::with_capacity(n + 64),

@@ -228,18 +228,6 @@ impl Query {
             Some((_, s)) => *self.reduced_schema.get_or_init(|| self.algo.digest(s)),
         }
     }
-
-    /// The reduced pair in hex, if a level computed it.
-    fn reduced_hex(&self) -> (Option<String>, Option<String>) {
-        let hex = |d: Option<&Digest>| d.map(to_hex);
-        match &self.texts.reduced {
-            None => (hex(self.value.get()), hex(self.schema.get())),
-            Some(_) => (
-                hex(self.reduced_value.get()),
-                hex(self.reduced_schema.get()),
-            ),
-        }
-    }
 }
 
 impl Recording {
@@ -253,7 +241,6 @@ impl Recording {
                     .map_err(|e| format!("inputSchemaMerges: {e}"))?,
             ),
         };
-        // The canonical form is read only by the schema levels' shape check and similarity.
         let texts = hashing::texts(req.input_value.as_bytes(), merges.as_deref())
             .map_err(|e| format!("inputValue: {e}"))?;
         let mut q = Query {
@@ -271,8 +258,12 @@ impl Recording {
         let request = RequestHashes {
             value: to_hex(&q.value()),
             schema: to_hex(&q.schema()),
-            reduced_value: q.reduced_hex().0,
-            reduced_schema: q.reduced_hex().1,
+            reduced_value: tried
+                .any(Tried::TRACE_REDUCED_VALUE | Tried::SUITE_REDUCED_VALUE)
+                .then(|| to_hex(&q.reduced_value())),
+            reduced_schema: tried
+                .any(Tried::TRACE_REDUCED_SCHEMA | Tried::SUITE_REDUCED_SCHEMA)
+                .then(|| to_hex(&q.reduced_schema())),
         };
         match found {
             Some(m) => {
@@ -584,6 +575,11 @@ impl Tried {
 
     fn add(&mut self, level: u16) {
         self.0 |= level;
+    }
+
+    /// True when any of `levels` was tried.
+    fn any(self, levels: u16) -> bool {
+        self.0 & levels != 0
     }
 
     fn describe(self, pre_app_start: bool) -> String {

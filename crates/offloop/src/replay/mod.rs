@@ -256,9 +256,13 @@ impl Recording {
             .find(|s| s.trace_no == t && s.span_id == span_id)
     }
 
-    /// Whether a match has already handed `span` out.
+    /// Whether a match has already handed `span` out (false for a span of another recording).
     pub fn is_used(&self, span: &RecordedSpan) -> bool {
-        self.used(span.no)
+        let mine = self
+            .spans
+            .get(span.no as usize)
+            .is_some_and(|s| std::ptr::eq(s, span));
+        mine && self.used(span.no)
     }
 
     pub(crate) fn used(&self, no: u32) -> bool {

@@ -41,6 +41,48 @@ impl HashAlgorithm {
         }
     }
 
+    /// [`HashAlgorithm::digest`] of a short text that recurs, memoized per thread. Schema
+    /// texts do: every request of one query shape has the same schema, and a digest of a few
+    /// hundred bytes costs more than looking it up (blake3 and sha256 compress 64-byte blocks
+    /// one after another at that size). Texts over 4 KiB are digested directly.
+    pub fn digest_recurring(self, bytes: &[u8]) -> [u8; 32] {
+        const MAX_TEXT: usize = 4096;
+        const MAX_ENTRIES: usize = 4096;
+        type Seen = rustc_hash::FxHashMap<(HashAlgorithm, u64), (Box<[u8]>, [u8; 32])>;
+        thread_local! {
+            static SEEN: std::cell::RefCell<Seen> = Default::default();
+        }
+        if bytes.len() > MAX_TEXT {
+            return self.digest(bytes);
+        }
+        SEEN.with(|cell| {
+            let Ok(mut seen) = cell.try_borrow_mut() else {
+                return self.digest(bytes);
+            };
+            // Keyed by a fast hash of the text; the text itself is compared on a hit.
+            let key = (self, {
+                use std::hash::{BuildHasher, BuildHasherDefault};
+                BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(bytes)
+            });
+            if let Some((text, d)) = seen.get(&key) {
+                if **text == *bytes {
+                    return *d;
+                }
+            }
+            if seen.len() >= MAX_ENTRIES {
+                seen.clear();
+            }
+            let d = self.digest(bytes);
+            seen.insert(key, (bytes.into(), d));
+            d
+        })
+    }
+
+    /// [`HashAlgorithm::digest_recurring`] in the hex form of [`HashAlgorithm::hex`].
+    pub fn hex_recurring(self, bytes: &[u8]) -> String {
+        to_hex(&self.digest_recurring(bytes))
+    }
+
     /// The name accepted by [`FromStr`] and the JS option `hashAlgorithm`.
     pub fn name(self) -> &'static str {
         match self {
@@ -82,6 +124,28 @@ fn to_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recurring_digests_equal_direct_ones() {
+        let long = vec![b'x'; 5000];
+        let texts: [&[u8]; 4] = [b"{}", br#"{"properties":{},"type":6}"#, b"", &long];
+        for _ in 0..3 {
+            for algo in [HashAlgorithm::Blake3, HashAlgorithm::Sha256] {
+                for t in texts {
+                    assert_eq!(algo.digest_recurring(t), algo.digest(t));
+                    assert_eq!(algo.hex_recurring(t), algo.hex(t));
+                }
+            }
+        }
+        // More distinct texts than the memo holds: still exact.
+        for i in 0..5000 {
+            let t = format!("{{\"i\":{i}}}");
+            assert_eq!(
+                HashAlgorithm::Blake3.digest_recurring(t.as_bytes()),
+                HashAlgorithm::Blake3.digest(t.as_bytes())
+            );
+        }
+    }
 
     #[test]
     fn reference_tv0_empty_object() {

@@ -120,7 +120,7 @@ fn process_into(
     schema.write_canonical(&mut schema_json);
     Ok(Payload {
         value_hash: algo.hex(&sinks.canon),
-        schema_hash: algo.hex(&schema_json),
+        schema_hash: algo.hex_recurring(&schema_json),
         value_json: match verbatim {
             Some(v) => v.to_vec(),
             None => std::mem::take(&mut sinks.compact),
@@ -166,9 +166,10 @@ pub struct LookupTexts {
 impl LookupTexts {
     /// All four digests.
     pub fn hashes(self, algo: HashAlgorithm) -> LookupHashes {
-        let (value, schema) = (algo.digest(&self.canonical), algo.digest(&self.schema));
+        let value = algo.digest(&self.canonical);
+        let schema = algo.digest_recurring(&self.schema);
         let (reduced_value, reduced_schema) = match &self.reduced {
-            Some((v, s)) => (algo.digest(v), algo.digest(s)),
+            Some((v, s)) => (algo.digest(v), algo.digest_recurring(s)),
             None => (value, schema),
         };
         LookupHashes {

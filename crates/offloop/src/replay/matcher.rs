@@ -212,7 +212,7 @@ impl Query {
     fn schema(&self) -> Digest {
         *self
             .schema
-            .get_or_init(|| self.algo.digest(&self.texts.schema))
+            .get_or_init(|| self.algo.digest_recurring(&self.texts.schema))
     }
 
     fn reduced_value(&self) -> Digest {
@@ -225,7 +225,9 @@ impl Query {
     fn reduced_schema(&self) -> Digest {
         match &self.texts.reduced {
             None => self.schema(),
-            Some((_, s)) => *self.reduced_schema.get_or_init(|| self.algo.digest(s)),
+            Some((_, s)) => *self
+                .reduced_schema
+                .get_or_init(|| self.algo.digest_recurring(s)),
         }
     }
 }

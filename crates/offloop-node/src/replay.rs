@@ -110,7 +110,7 @@ fn request(
 fn result_json(o: &Outcome<'_>) -> String {
     let mut out = Vec::with_capacity(
         256 + o.found.as_ref().map_or(o.reason.len(), |m| {
-            m.span.output_value.len() + m.span.metadata.as_ref().map_or(0, String::len)
+            m.span.output_value().len() + m.span.metadata().map_or(0, str::len)
         }),
     );
     let string = |out: &mut Vec<u8>, v: &str| {
@@ -129,10 +129,10 @@ fn result_json(o: &Outcome<'_>) -> String {
         Some(m) => {
             let s = m.span;
             out.extend_from_slice(b"[1,");
-            out.extend_from_slice(s.output_value.as_bytes());
+            out.extend_from_slice(s.output_value().as_bytes());
             out.push(b',');
             // Wrapped, so recorded `null` metadata stays apart from no metadata.
-            match &s.metadata {
+            match s.metadata() {
                 Some(meta) => {
                     out.push(b'[');
                     out.extend_from_slice(meta.as_bytes());
@@ -148,10 +148,10 @@ fn result_json(o: &Outcome<'_>) -> String {
                 }
                 None => out.extend_from_slice(b"null,null,"),
             }
-            string(&mut out, &s.trace_id);
-            string(&mut out, &s.span_id);
-            string(&mut out, &s.name);
-            string(&mut out, &s.package_name);
+            string(&mut out, s.trace_id());
+            string(&mut out, s.span_id());
+            string(&mut out, s.name());
+            string(&mut out, s.package_name());
             string(&mut out, m.match_type.name());
             int(&mut out, m.match_type.code().into());
             string(&mut out, m.scope.name());
@@ -168,7 +168,7 @@ fn result_json(o: &Outcome<'_>) -> String {
                     out.push(b',');
                 }
                 out.extend_from_slice(b"{\"spanId\":");
-                write_json_str(&mut out, &c.span.span_id);
+                write_json_str(&mut out, c.span.span_id());
                 out.extend_from_slice(b",\"score\":");
                 write_js_number(&mut out, c.score);
                 out.push(b'}');
@@ -404,10 +404,10 @@ impl NativeRecording {
         let s = self.inner.recording.span(&trace_id, &span_id)?;
         let hex = replay::hashing::to_hex;
         Some(NativeSpanInfo {
-            trace_id: s.trace_id.clone(),
-            span_id: s.span_id.clone(),
-            name: s.name.clone(),
-            package_name: s.package_name.clone(),
+            trace_id: s.trace_id().to_string(),
+            span_id: s.span_id().to_string(),
+            name: s.name().to_string(),
+            package_name: s.package_name().to_string(),
             is_pre_app_start: s.is_pre_app_start,
             used: self.inner.recording.is_used(s),
             file: s.source.file.to_string(),
@@ -416,8 +416,8 @@ impl NativeRecording {
             input_schema_hash: hex(&s.hashes.schema),
             reduced_input_value_hash: hex(&s.hashes.reduced_value),
             reduced_input_schema_hash: hex(&s.hashes.reduced_schema),
-            stored_input_value_hash: s.stored_value_hash.clone(),
-            stored_input_schema_hash: s.stored_schema_hash.clone(),
+            stored_input_value_hash: s.stored_value_hash().to_string(),
+            stored_input_schema_hash: s.stored_schema_hash().to_string(),
         })
     }
 }

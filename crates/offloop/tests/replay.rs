@@ -172,24 +172,21 @@ fn record_then_replay_matches_every_call_by_value_hash() {
                         (m.priority, m.match_type, m.scope),
                         (1, MatchType::InputValueHash, MatchScope::Trace)
                     );
-                    assert_eq!(m.span.span_id, c.span);
-                    assert_eq!(parse(&m.span.output_value), parse(&c.output), "{format:?}");
-                    assert_eq!(
-                        parse(m.span.metadata.as_deref().unwrap()),
-                        json!({"z":1,"a":2})
-                    );
+                    assert_eq!(m.span.span_id(), c.span);
+                    assert_eq!(parse(m.span.output_value()), parse(&c.output), "{format:?}");
+                    assert_eq!(parse(m.span.metadata().unwrap()), json!({"z":1,"a":2}));
                     if format == Format::Proto {
                         // Key order survives the protobuf Struct.
                         assert!(
-                            m.span.output_value.starts_with(r#"{"rows":[{"b":"#),
+                            m.span.output_value().starts_with(r#"{"rows":[{"b":"#),
                             "{}",
-                            m.span.output_value
+                            m.span.output_value()
                         );
                     }
                     if rec_hash == replay_hash {
-                        assert_eq!(m.span.value_hash_hex(), m.span.stored_value_hash);
-                        assert_eq!(m.span.schema_hash_hex(), m.span.stored_schema_hash);
-                        assert_eq!(out.request.value, m.span.stored_value_hash);
+                        assert_eq!(m.span.value_hash_hex(), m.span.stored_value_hash());
+                        assert_eq!(m.span.schema_hash_hex(), m.span.stored_schema_hash());
+                        assert_eq!(out.request.value, m.span.stored_value_hash());
                     }
                 }
                 let st = rec.stats();
@@ -294,7 +291,7 @@ fn hit(rec: &Recording, r: &MockRequest, levels: Levels) -> (u8, usize, bool) {
         .unwrap_or_else(|| panic!("no match: {}", out.reason));
     (
         m.priority,
-        usize::from_str_radix(&m.span.span_id, 16).unwrap() - 0x5000,
+        usize::from_str_radix(m.span.span_id(), 16).unwrap() - 0x5000,
         m.reused,
     )
 }
@@ -477,7 +474,7 @@ fn p5_p6_suite_value_hashes_respect_pre_app_start() {
     let out = rec.find_mock(&r, Levels::ValueHashes).unwrap();
     let m = out.found.unwrap();
     assert_eq!(
-        (m.priority, m.scope, m.span.span_id.as_str()),
+        (m.priority, m.scope, m.span.span_id()),
         (5, MatchScope::Global, span_id(20).as_str())
     );
     assert!(
@@ -526,13 +523,9 @@ fn p7_p8_schema_hash_ranks_by_similarity_and_checks_the_http_shape() {
     let out = rec.find_mock(&r, Levels::All).unwrap();
     let m = out.found.unwrap();
     assert_eq!((m.priority, m.match_type), (7, MatchType::InputSchemaHash));
-    assert_eq!(m.span.span_id, span_id(4));
+    assert_eq!(m.span.span_id(), span_id(4));
     assert!(m.similarity.unwrap() > 0.8);
-    let runners: Vec<&str> = m
-        .top_candidates
-        .iter()
-        .map(|c| c.span.span_id.as_str())
-        .collect();
+    let runners: Vec<&str> = m.top_candidates.iter().map(|c| c.span.span_id()).collect();
     assert_eq!(
         runners,
         vec![span_id(3).as_str()],
@@ -591,7 +584,7 @@ fn p9_p10_reduced_schema_hash() {
     let out = rec.find_mock(&r, Levels::All).unwrap();
     let m = out.found.unwrap();
     assert_eq!(
-        (m.priority, m.match_type, m.span.span_id.as_str()),
+        (m.priority, m.match_type, m.span.span_id()),
         (
             9,
             MatchType::InputSchemaHashReducedSchema,
@@ -615,7 +608,7 @@ fn p12_p13_across_traces_without_a_trace_id() {
     let out = rec.find_mock(&r, Levels::All).unwrap();
     let m = out.found.unwrap();
     assert_eq!(
-        (m.priority, m.scope, m.span.span_id.as_str()),
+        (m.priority, m.scope, m.span.span_id()),
         (12, MatchScope::Global, span_id(2).as_str())
     );
     let r = req(
@@ -725,7 +718,7 @@ fn consume_once_under_concurrent_callers() {
                     if m.reused {
                         return got;
                     }
-                    got.push(m.span.span_id.clone());
+                    got.push(m.span.span_id().to_string());
                 }
             })
         })

@@ -252,27 +252,6 @@ impl<'m> Ctx<'m> {
     }
 }
 
-/// True when `s` can be written between quotes as is (`JSON.stringify` escapes nothing in it).
-fn plain(s: &str) -> bool {
-    // Branch-free per chunk so it vectorizes; strings are mostly short and plain.
-    s.as_bytes().chunks(16).all(|c| {
-        !c.iter().fold(false, |bad, &b| {
-            bad | (b < 0x20) | (b == b'"') | (b == b'\\')
-        })
-    })
-}
-
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    if plain(s) {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        write_json_str(out, s);
-    }
-}
-
 fn varint_len(n: usize) -> usize {
     ((usize::BITS - (n | 1).leading_zeros()) as usize).div_ceil(7)
 }
@@ -334,7 +313,7 @@ impl<'m> Walker<'_, 'm> {
             return self.spread_string(s, ctx);
         }
         let start = self.sinks.canon.len();
-        write_str(&mut self.sinks.canon, s);
+        write_json_str(&mut self.sinks.canon, s);
         if ctx.emit.compact {
             let Sinks { canon, compact, .. } = &mut *self.sinks;
             compact.extend_from_slice(&canon[start..]);
@@ -348,7 +327,7 @@ impl<'m> Walker<'_, 'm> {
     /// A top-level string under a decoding merge: stored as is, hashed decoded.
     fn decoded_string(&mut self, merge: &Merge, s: &str, ctx: Ctx<'_>) -> Option<Schema> {
         if ctx.emit.compact {
-            write_str(&mut self.sinks.compact, s);
+            write_json_str(&mut self.sinks.compact, s);
         }
         if ctx.emit.pb {
             pb::value_string(&mut self.sinks.pb, s);
@@ -373,18 +352,18 @@ impl<'m> Walker<'_, 'm> {
                 Err(_) => self.sinks.canon.truncate(mark),
             }
             if merge.restores_original_on_parse_error() {
-                write_str(&mut self.sinks.canon, s);
+                write_json_str(&mut self.sinks.canon, s);
                 return ctx.emit.schema.then(|| Schema::leaf(types::STRING));
             }
         }
-        write_str(&mut self.sinks.canon, &text);
+        write_json_str(&mut self.sinks.canon, &text);
         ctx.emit.schema.then(|| Schema::leaf(types::STRING))
     }
 
     /// `{..."str"}` in JS: an object of UTF-16 code units.
     fn spread_string(&mut self, s: &str, ctx: Ctx<'_>) -> Option<Schema> {
         if ctx.emit.compact {
-            write_str(&mut self.sinks.compact, s);
+            write_json_str(&mut self.sinks.compact, s);
         }
         let canon = &mut self.sinks.canon;
         canon.push(b'{');
@@ -440,7 +419,7 @@ impl<'m> Walker<'_, 'm> {
                 let keys = &mut self.sinks.keys;
                 key = keys.len()..keys.len() + name.len();
                 keys.push_str(&name);
-                write_str(&mut self.sinks.canon, &name);
+                write_json_str(&mut self.sinks.canon, &name);
                 self.sinks.canon.push(b':');
                 decode = self
                     .merges
@@ -540,7 +519,7 @@ impl<'m> Walker<'_, 'm> {
                 canon.push(b',');
             }
             let cs = canon.len();
-            write_str(canon, name);
+            write_json_str(canon, name);
             canon.push(b':');
             if ctx.emit.compact {
                 if n > 0 {

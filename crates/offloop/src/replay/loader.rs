@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 use tusk_drift_schemas::tusk::drift::core::v1 as pb;
 
 use super::hashing;
-use super::span::{RecordedSpan, Source, SpanHashes, Time};
+use super::span::{RecordedSpan, Source, SpanHashes, SpanStrings, SpanText, Time};
 use super::struct_json::{len_fields, struct_to_json};
 use crate::hash::HashAlgorithm;
 use crate::json::escape::write_json_str;
@@ -418,30 +418,34 @@ fn parse_line(bytes: &[u8], algo: HashAlgorithm, source: Source) -> Result<Recor
     let merges = recover_merges(props, spread)?;
     let (hashes, canonical) = hash_input(input.as_bytes(), merges.as_deref(), algo)?;
     let status = line.status.as_ref();
+    let trace_id = non_empty(line.trace_id, "traceId")?;
+    let span_id = non_empty(line.span_id, "spanId")?;
+    let status_message = status.and_then(|s| s.message.as_deref());
+    let text = SpanText::new(&SpanStrings {
+        output_value: line.output_value.map_or("{}", RawValue::get),
+        metadata: line.metadata.map(RawValue::get),
+        trace_id: &trace_id,
+        span_id: &span_id,
+        name: line.name.as_deref().unwrap_or_default(),
+        package_name: line.package_name.as_deref().unwrap_or_default(),
+        parent_span_id: line.parent_span_id.as_deref().unwrap_or_default(),
+        instrumentation_name: line.instrumentation_name.as_deref().unwrap_or_default(),
+        submodule_name: line.submodule_name.as_deref().unwrap_or_default(),
+        status_message: status_message.unwrap_or_default(),
+        stored_value_hash: line.input_value_hash.as_deref().unwrap_or_default(),
+        stored_schema_hash: line.input_schema_hash.as_deref().unwrap_or_default(),
+    })?;
     Ok(RecordedSpan {
-        trace_id: non_empty(line.trace_id, "traceId")?,
-        span_id: non_empty(line.span_id, "spanId")?,
-        parent_span_id: line.parent_span_id.unwrap_or_default(),
-        name: line.name.unwrap_or_default(),
-        package_name: line.package_name.unwrap_or_default(),
-        instrumentation_name: line.instrumentation_name.unwrap_or_default(),
-        submodule_name: line.submodule_name.unwrap_or_default(),
+        text,
         package_type: loose_int(line.package_type),
         kind: loose_int(line.kind),
         status_code: loose_int(status.and_then(|s| s.code)),
-        status_message: status.and_then(|s| s.message.clone()).unwrap_or_default(),
         is_pre_app_start: line.is_pre_app_start.unwrap_or(false),
         is_root_span: line.is_root_span.unwrap_or(false),
         timestamp: loose_time(line.timestamp),
         duration: loose_time(line.duration),
-        output_value: line
-            .output_value
-            .map_or_else(|| "{}".to_string(), |v| v.get().to_string()),
-        metadata: line.metadata.map(|v| v.get().to_string()),
         input_canonical: canonical,
         hashes,
-        stored_value_hash: line.input_value_hash.unwrap_or_default(),
-        stored_schema_hash: line.input_schema_hash.unwrap_or_default(),
         source,
         trace_no: 0,
         package_no: 0,
@@ -487,31 +491,39 @@ fn parse_record(bytes: &[u8], algo: HashAlgorithm, source: Source) -> Result<Rec
     // A Struct is always an object, so the spread case of non-object roots cannot arise.
     let merges = recover_merges(props, false)?;
     let (hashes, canonical) = hash_input(input_json.as_bytes(), merges.as_deref(), algo)?;
+    let trace_id = non_empty(Some(span.trace_id), "trace_id")?;
+    let span_id = non_empty(Some(span.span_id), "span_id")?;
+    let output_value = json(output, "output_value")?;
+    let metadata = match metadata {
+        Some(m) if !m.is_empty() => Some(json(Some(m), "metadata")?),
+        _ => None,
+    };
+    let status = span.status.unwrap_or_default();
+    let text = SpanText::new(&SpanStrings {
+        output_value: &output_value,
+        metadata: metadata.as_deref(),
+        trace_id: &trace_id,
+        span_id: &span_id,
+        name: &span.name,
+        package_name: &span.package_name,
+        parent_span_id: &span.parent_span_id,
+        instrumentation_name: &span.instrumentation_name,
+        submodule_name: &span.submodule_name,
+        status_message: &status.message,
+        stored_value_hash: &span.input_value_hash,
+        stored_schema_hash: &span.input_schema_hash,
+    })?;
     Ok(RecordedSpan {
-        trace_id: non_empty(Some(span.trace_id), "trace_id")?,
-        span_id: non_empty(Some(span.span_id), "span_id")?,
-        parent_span_id: span.parent_span_id,
-        name: span.name,
-        package_name: span.package_name,
-        instrumentation_name: span.instrumentation_name,
-        submodule_name: span.submodule_name,
+        text,
         package_type: span.package_type,
         kind: span.kind,
-        status_code: span.status.as_ref().map_or(0, |s| s.code),
-        status_message: span.status.map(|s| s.message).unwrap_or_default(),
+        status_code: status.code,
         is_pre_app_start: span.is_pre_app_start,
         is_root_span: span.is_root_span,
         timestamp: span.timestamp.map(|t| (t.seconds, t.nanos)),
         duration: span.duration.map(|d| (d.seconds, d.nanos)),
-        output_value: json(output, "output_value")?,
-        metadata: match metadata {
-            Some(m) if !m.is_empty() => Some(json(Some(m), "metadata")?),
-            _ => None,
-        },
         input_canonical: canonical,
         hashes,
-        stored_value_hash: span.input_value_hash,
-        stored_schema_hash: span.input_schema_hash,
         source,
         trace_no: 0,
         package_no: 0,

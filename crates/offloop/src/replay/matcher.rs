@@ -422,7 +422,7 @@ impl Recording {
             .filter(|&i| {
                 let s = &self.spans[i as usize];
                 (!pre_app_start_only || self.pre_app_start(i))
-                    && req_shape.admits(s.shape(), &s.package_name)
+                    && req_shape.admits(s.shape(), s.package_name())
             })
             .collect();
         if candidates.is_empty() {

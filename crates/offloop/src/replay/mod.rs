@@ -22,7 +22,7 @@
 //! };
 //! let outcome = rec.find_mock(&req, Levels::All).unwrap();
 //! if let Some(m) = &outcome.found {
-//!     println!("{} at {}: {}", m.span.span_id, m.match_type.name(), m.span.output_value);
+//!     println!("{} at {}: {}", m.span.span_id(), m.match_type.name(), m.span.output_value());
 //! }
 //! ```
 
@@ -185,7 +185,7 @@ impl Recording {
             let mut seen = HashSet::with_capacity(spans.len());
             spans
                 .iter()
-                .map(|s| seen.insert((s.trace_id.as_str(), s.span_id.as_str())))
+                .map(|s| seen.insert((s.trace_id(), s.span_id())))
                 .collect()
         };
         let mut keep = keep.into_iter();
@@ -198,7 +198,7 @@ impl Recording {
             let (x, y) = (&spans[a as usize], &spans[b as usize]);
             x.timestamp
                 .cmp(&y.timestamp)
-                .then_with(|| x.span_id.cmp(&y.span_id))
+                .then_with(|| x.span_id().cmp(y.span_id()))
                 .then(a.cmp(&b))
         });
         let mut slots: Vec<Option<RecordedSpan>> = spans.into_iter().map(Some).collect();
@@ -218,8 +218,8 @@ impl Recording {
         };
         for (no, s) in spans.iter_mut().enumerate() {
             s.no = no as u32;
-            s.trace_no = number(&mut traces, &s.trace_id);
-            s.package_no = number(&mut packages, &s.package_name);
+            s.trace_no = number(&mut traces, s.trace_id());
+            s.package_no = number(&mut packages, s.package_name());
         }
         let flags = spans
             .iter()
@@ -253,7 +253,7 @@ impl Recording {
         let t = *self.traces.get(trace_id)?;
         self.spans
             .iter()
-            .find(|s| s.trace_no == t && s.span_id == span_id)
+            .find(|s| s.trace_no == t && s.span_id() == span_id)
     }
 
     /// Whether a match has already handed `span` out (false for a span of another recording).

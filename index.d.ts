@@ -198,7 +198,11 @@ export type MatchTypeName =
 export interface RequestHashes {
   /** The request's input value hash, as the exporter would record it. */
   valueHash: string
-  schemaHash: string
+  /**
+   * The request's input schema hash: on a miss, and on a match at a schema level. A match at
+   * a value level leaves it out (it never walks the request's schema).
+   */
+  schemaHash?: string
 }
 
 export interface MockFound {

@@ -125,7 +125,12 @@ for (const hashAlgorithm of ALGOS) {
       const loaded = rec.describeSpan(traceId, spanId)
       const problems = []
       if (r.requestHashes.valueHash !== line.inputValueHash) problems.push('findMock value hash')
-      if (r.requestHashes.schemaHash !== line.inputSchemaHash) problems.push('findMock schema hash')
+      // A value-level match never walks the request's schema; a miss reports both hashes.
+      if ('schemaHash' in r.requestHashes) problems.push('findMock walked the schema for a value-level match')
+      const missed = rec.findMock({ ...req, traceId: 'not-a-recorded-trace' })
+      if (missed.found) problems.push('a request of an unknown trace matched')
+      if (missed.requestHashes.valueHash !== line.inputValueHash) problems.push('findMock (miss) value hash')
+      if (missed.requestHashes.schemaHash !== line.inputSchemaHash) problems.push('findMock (miss) schema hash')
       if (hp.valueHash !== line.inputValueHash || hp.schemaHash !== line.inputSchemaHash) problems.push('hashPayload')
       if (loaded.inputValueHash !== line.inputValueHash) problems.push('value hash recomputed at load')
       if (loaded.inputSchemaHash !== line.inputSchemaHash) problems.push('schema hash recomputed at load (merges recovered from the schema)')
@@ -193,6 +198,10 @@ test('cascade: reduced value hash in findMock, schema levels with similarity onl
   assert.equal(r7.matchType, 'INPUT_SCHEMA_HASH')
   assert.deepEqual(r7.outputValue, { rows: [{ id: 4 }] }, 'the most similar text wins')
   assert.ok(r7.similarityScore > 0.9)
+  // A schema level walked the request's schema, so its hash is reported (as hashPayload has it).
+  assert.equal(r7.requestHashes.schemaHash, hashPayload(req.inputValue, { schemaMerges: merges }).schemaHash)
+  assert.equal(sync.requestHashes.schemaHash, r7.requestHashes.schemaHash, 'a miss reports the schema hash too')
+  assert.equal('schemaHash' in r3.requestHashes, false, 'a value-level match does not walk the schema')
   assert.equal(r7.topCandidates.length, 4, 'runners-up: the other unused spans, at most 5')
   // No match: a package the recording does not have.
   const none = await rec.findMockAsync({ traceId, packageName: 'mysql', inputValue: { sql: 'SELECT 1' } })

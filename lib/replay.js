@@ -84,7 +84,8 @@ function fromNative(text) {
     reused: a[13],
     description: a[14],
     topCandidates: a[16],
-    requestHashes: { valueHash: a[17], schemaHash: a[18] },
+    // The schema hash only when a schema level computed it (see RequestHashes).
+    requestHashes: a[18] === null ? { valueHash: a[17] } : { valueHash: a[17], schemaHash: a[18] },
   }
   if (a[2] !== null) r.metadata = a[2][0]
   if (a[3] !== null) r.timestamp = { seconds: a[3], nanos: a[4] }

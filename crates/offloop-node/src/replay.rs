@@ -105,7 +105,7 @@ fn request(
 ///
 /// Found: `[1, outputValue, [metadata]|null, seconds|null, nanos|null, traceId, spanId, name,
 /// packageName, matchType, matchTypeCode, matchScope, priority, reused, description,
-/// similarityScore|null, topCandidates, valueHash, schemaHash]`.
+/// similarityScore|null, topCandidates, valueHash, schemaHash|null]`.
 /// Not found: `[0, reason, valueHash, schemaHash]`.
 fn result_json(o: &Outcome<'_>) -> String {
     let mut out = Vec::with_capacity(
@@ -177,7 +177,10 @@ fn result_json(o: &Outcome<'_>) -> String {
         }
     }
     string(&mut out, &o.request.value);
-    write_json_str(&mut out, &o.request.schema);
+    match &o.request.schema {
+        Some(schema) => write_json_str(&mut out, schema),
+        None => out.extend_from_slice(b"null"),
+    }
     out.push(b']');
     String::from_utf8(out).expect("recorded values are UTF-8 JSON")
 }

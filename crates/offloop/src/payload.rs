@@ -155,29 +155,52 @@ pub struct LookupHashes {
 /// those its levels reach (a digest of a short text costs about as much as the walk).
 #[derive(Clone, Debug)]
 pub struct LookupTexts {
+    /// The value texts.
+    pub value: ValueTexts,
+    /// The schema texts.
+    pub schema: SchemaTexts,
+}
+
+/// The value half of [`LookupTexts`].
+#[derive(Clone, Debug)]
+pub struct ValueTexts {
     /// Canonical value bytes (hashed as the value hash).
     pub canonical: Vec<u8>,
+    /// The canonical value without the `matchImportance: 0` root fields; `None` when no
+    /// field is left out.
+    pub reduced: Option<Vec<u8>>,
+}
+
+/// The schema half of [`LookupTexts`].
+#[derive(Clone, Debug)]
+pub struct SchemaTexts {
     /// Canonical schema bytes (hashed as the schema hash).
     pub schema: Vec<u8>,
-    /// The reduced value and schema texts; `None` when no field is left out.
-    pub reduced: Option<(Vec<u8>, Vec<u8>)>,
+    /// The schema without the left-out properties; `Some` exactly when the value's is.
+    pub reduced: Option<Vec<u8>>,
 }
 
 impl LookupTexts {
     /// All four digests.
     pub fn hashes(self, algo: HashAlgorithm) -> LookupHashes {
-        let value = algo.digest(&self.canonical);
-        let schema = algo.digest_recurring(&self.schema);
-        let (reduced_value, reduced_schema) = match &self.reduced {
-            Some((v, s)) => (algo.digest(v), algo.digest_recurring(s)),
-            None => (value, schema),
-        };
+        let value = algo.digest(&self.value.canonical);
+        let schema = algo.digest_recurring(&self.schema.schema);
+        let reduced_value = self
+            .value
+            .reduced
+            .as_ref()
+            .map_or(value, |v| algo.digest(v));
+        let reduced_schema = self
+            .schema
+            .reduced
+            .as_ref()
+            .map_or(schema, |s| algo.digest_recurring(s));
         LookupHashes {
             value,
             schema,
             reduced_value,
             reduced_schema,
-            canonical: self.canonical,
+            canonical: self.value.canonical,
         }
     }
 }
@@ -187,30 +210,48 @@ impl LookupTexts {
 /// schema the root schema without those properties — what processing the value with the
 /// fields removed gives, without a second parse.
 pub fn lookup_texts(json: &[u8], merges: Option<&Merges>) -> Result<LookupTexts, String> {
+    let (value, schema) = walk_lookup(json, merges, true)?;
+    Ok(LookupTexts {
+        value,
+        schema: schema.expect("schema requested"),
+    })
+}
+
+/// Only the value half of [`lookup_texts`]: a request answered at a value-hash level never
+/// needs its schema, and building the schema tree is a good part of the walk.
+pub fn lookup_value_texts(json: &[u8], merges: Option<&Merges>) -> Result<ValueTexts, String> {
+    Ok(walk_lookup(json, merges, false)?.0)
+}
+
+fn walk_lookup(
+    json: &[u8],
+    merges: Option<&Merges>,
+    schema: bool,
+) -> Result<(ValueTexts, Option<SchemaTexts>), String> {
     with_sinks(|sinks| {
         sinks.clear_outputs();
         let emit = Emit {
-            compact: false,
-            pb: false,
-            schema: true,
+            schema,
             reduced: merges.is_some_and(Merges::ignores_any),
+            ..Emit::CANON
         };
-        let schema = walk(json, sinks, emit, merges)?.expect("schema requested");
-        let mut schema_json = Vec::with_capacity(128);
-        schema.write_canonical(&mut schema_json);
-        let reduced = match merges {
-            Some(m) if !sinks.reduced.is_empty() => {
-                let mut reduced_schema = Vec::with_capacity(schema_json.len());
-                schema.write_canonical_without(|k| m.ignores(k), &mut reduced_schema);
-                Some((sinks.reduced.clone(), reduced_schema))
-            }
-            _ => None,
-        };
-        Ok(LookupTexts {
+        let tree = walk(json, sinks, emit, merges)?;
+        let reduced_by = merges.filter(|_| !sinks.reduced.is_empty());
+        let schema = tree.map(|tree| {
+            let mut schema = Vec::with_capacity(128);
+            tree.write_canonical(&mut schema);
+            let reduced = reduced_by.map(|m| {
+                let mut reduced = Vec::with_capacity(schema.len());
+                tree.write_canonical_without(|k| m.ignores(k), &mut reduced);
+                reduced
+            });
+            SchemaTexts { schema, reduced }
+        });
+        let value = ValueTexts {
             canonical: sinks.canon.clone(),
-            schema: schema_json,
-            reduced,
-        })
+            reduced: reduced_by.map(|_| sinks.reduced.clone()),
+        };
+        Ok((value, schema))
     })
 }
 

@@ -149,6 +149,17 @@ fn open(dir: &Path, hash: HashAlgorithm) -> Recording {
     .unwrap()
 }
 
+/// The request's schema hash as the exporter computes it.
+fn schema_hash(rec: &Recording, r: &MockRequest, merges: &str) -> String {
+    hash_payload(
+        r.input_value.as_bytes(),
+        Some(merges.as_bytes()),
+        rec.hash_algorithm(),
+    )
+    .unwrap()
+    .schema_hash
+}
+
 fn parse(s: &str) -> Value {
     serde_json::from_str(s).unwrap()
 }
@@ -187,6 +198,8 @@ fn record_then_replay_matches_every_call_by_value_hash() {
                         assert_eq!(m.span.value_hash_hex(), m.span.stored_value_hash());
                         assert_eq!(m.span.schema_hash_hex(), m.span.stored_schema_hash());
                         assert_eq!(out.request.value, m.span.stored_value_hash());
+                        // A value-level match does not walk the request's schema.
+                        assert_eq!(out.request.schema, None);
                     }
                 }
                 let st = rec.stats();
@@ -521,6 +534,9 @@ fn p7_p8_schema_hash_ranks_by_similarity_and_checks_the_http_shape() {
     let reason = miss(&rec, &r, Levels::ValueHashes);
     assert!(reason.contains("findMockAsync"), "{reason}");
     let out = rec.find_mock(&r, Levels::All).unwrap();
+    // The schema level walked the request's schema: its hash is reported, as the exporter
+    // computes it.
+    assert_eq!(out.request.schema, Some(schema_hash(&rec, &r, HTTP_MERGES)));
     let m = out.found.unwrap();
     assert_eq!((m.priority, m.match_type), (7, MatchType::InputSchemaHash));
     assert_eq!(m.span.span_id(), span_id(4));
@@ -673,7 +689,10 @@ fn no_match_says_why_and_is_counted() {
         false,
     );
     assert!(miss(&rec, &r, Levels::All).contains("is not in the recording"));
-    assert_eq!(rec.stats().misses, 2);
+    // A miss reports the request's schema hash (no schema level ran for an unknown trace).
+    let out = rec.find_mock(&r, Levels::ValueHashes).unwrap();
+    assert_eq!(out.request.schema, Some(schema_hash(&rec, &r, PG_MERGES)));
+    assert_eq!(rec.stats().misses, 3);
     // A request that cannot be hashed is an error, not a miss.
     let mut bad = req(Some(1), "pg", json!({}), None, false);
     bad.input_value = "{not json".into();

@@ -17,7 +17,7 @@ use crate::payload;
 /// A 256-bit value or schema hash (the digest behind the 64-character hex form).
 pub type Digest = [u8; 32];
 
-pub use crate::payload::{LookupHashes as Hashes, LookupTexts as Texts};
+pub use crate::payload::{LookupHashes as Hashes, LookupTexts as Texts, SchemaTexts, ValueTexts};
 
 /// The look-up hashes of `json` under `merges`, with the canonical bytes (similarity scoring
 /// and the HTTP shape check read them, so a base64 JSON body is compared as the object it
@@ -29,6 +29,11 @@ pub fn hashes(json: &[u8], merges: Option<&Merges>, algo: HashAlgorithm) -> Resu
 /// The texts behind [`hashes`], for callers that digest only what they use.
 pub fn texts(json: &[u8], merges: Option<&Merges>) -> Result<Texts, String> {
     payload::lookup_texts(json, merges)
+}
+
+/// The value half of [`texts`] (no schema), for a look-up that may end at a value level.
+pub fn value_texts(json: &[u8], merges: Option<&Merges>) -> Result<ValueTexts, String> {
+    payload::lookup_value_texts(json, merges)
 }
 
 /// [`Merges::parse_shared`]: the one memoized parse, shared with the exporter.

@@ -27,12 +27,13 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::hashing::{self, to_hex, Digest, Texts};
+use super::hashing::{self, to_hex, Digest, SchemaTexts, ValueTexts};
 use super::shape::Shape;
 use super::similarity;
 use super::span::RecordedSpan;
 use super::{MatchScope, MatchType, Recording};
 use crate::hash::HashAlgorithm;
+use crate::merges::Merges;
 
 /// Candidates scored per similarity ranking.
 const MAX_RANKED: usize = 50;
@@ -108,8 +109,9 @@ pub struct MockMatch<'r> {
 pub struct RequestHashes {
     /// Input value hash (as the exporter would record it).
     pub value: String,
-    /// Input schema hash.
-    pub schema: String,
+    /// Input schema hash, when a schema level needed it or nothing matched (a match at a
+    /// value level never walks the request's schema).
+    pub schema: Option<String>,
     /// Reduced value hash (`matchImportance: 0` fields left out), when a level needed it.
     pub reduced_value: Option<String>,
     /// Reduced schema hash, when a level needed it.
@@ -189,10 +191,14 @@ impl Pick {
     }
 }
 
-/// Per-request state: the canonical texts, and digests and parsed forms computed when a level
-/// first needs them (a P1 hit digests the value alone).
-struct Query {
-    texts: Texts,
+/// Per-request state. Its texts are walked once for the value half; the schema half
+/// (a second walk) only when a schema level, or a miss's report, asks for it. Each digest is
+/// computed on first use.
+struct Query<'a> {
+    json: &'a [u8],
+    merges: Option<&'a Merges>,
+    texts: ValueTexts,
+    schema_texts: OnceCell<SchemaTexts>,
     algo: HashAlgorithm,
     value: OnceCell<Digest>,
     schema: OnceCell<Digest>,
@@ -202,33 +208,48 @@ struct Query {
     tree: Option<Value>,
 }
 
-impl Query {
+impl Query<'_> {
     fn value(&self) -> Digest {
         *self
             .value
             .get_or_init(|| self.algo.digest(&self.texts.canonical))
     }
 
-    fn schema(&self) -> Digest {
-        *self
-            .schema
-            .get_or_init(|| self.algo.digest_recurring(&self.texts.schema))
-    }
-
     fn reduced_value(&self) -> Digest {
         match &self.texts.reduced {
             None => self.value(),
-            Some((v, _)) => *self.reduced_value.get_or_init(|| self.algo.digest(v)),
+            Some(v) => *self.reduced_value.get_or_init(|| self.algo.digest(v)),
         }
     }
 
-    fn reduced_schema(&self) -> Digest {
-        match &self.texts.reduced {
-            None => self.schema(),
-            Some((_, s)) => *self
-                .reduced_schema
-                .get_or_init(|| self.algo.digest_recurring(s)),
+    fn schema_texts(&self) -> Result<&SchemaTexts, String> {
+        if let Some(t) = self.schema_texts.get() {
+            return Ok(t);
         }
+        // The same bytes walked once already: this cannot fail unless that walk did.
+        let texts = hashing::texts(self.json, self.merges)
+            .map_err(|e| format!("inputValue: {e}"))?
+            .schema;
+        Ok(self.schema_texts.get_or_init(|| texts))
+    }
+
+    fn schema(&self) -> Result<Digest, String> {
+        if let Some(d) = self.schema.get() {
+            return Ok(*d);
+        }
+        let d = self.algo.digest_recurring(&self.schema_texts()?.schema);
+        Ok(*self.schema.get_or_init(|| d))
+    }
+
+    fn reduced_schema(&self) -> Result<Digest, String> {
+        if let Some(d) = self.reduced_schema.get() {
+            return Ok(*d);
+        }
+        let d = match &self.schema_texts()?.reduced {
+            None => self.schema()?,
+            Some(s) => self.algo.digest_recurring(s),
+        };
+        Ok(*self.reduced_schema.get_or_init(|| d))
     }
 }
 
@@ -243,10 +264,14 @@ impl Recording {
                     .map_err(|e| format!("inputSchemaMerges: {e}"))?,
             ),
         };
-        let texts = hashing::texts(req.input_value.as_bytes(), merges.as_deref())
+        let json = req.input_value.as_bytes();
+        let texts = hashing::value_texts(json, merges.as_deref())
             .map_err(|e| format!("inputValue: {e}"))?;
         let mut q = Query {
+            json,
+            merges: merges.as_deref(),
             texts,
+            schema_texts: OnceCell::new(),
             algo: self.algo,
             value: OnceCell::new(),
             schema: OnceCell::new(),
@@ -257,15 +282,25 @@ impl Recording {
         };
         let mut tried = Tried::default();
         let found = self.cascade(req, levels, &mut q, &mut tried)?;
+        let schema_levels = Tried::TRACE_SCHEMA
+            | Tried::TRACE_REDUCED_SCHEMA
+            | Tried::SUITE_SCHEMA
+            | Tried::SUITE_REDUCED_SCHEMA;
+        let schema = if found.is_none() || tried.any(schema_levels) {
+            Some(to_hex(&q.schema()?))
+        } else {
+            None
+        };
         let request = RequestHashes {
             value: to_hex(&q.value()),
-            schema: to_hex(&q.schema()),
+            schema,
             reduced_value: tried
                 .any(Tried::TRACE_REDUCED_VALUE | Tried::SUITE_REDUCED_VALUE)
                 .then(|| to_hex(&q.reduced_value())),
             reduced_schema: tried
                 .any(Tried::TRACE_REDUCED_SCHEMA | Tried::SUITE_REDUCED_SCHEMA)
-                .then(|| to_hex(&q.reduced_schema())),
+                .then(|| q.reduced_schema().map(|d| to_hex(&d)))
+                .transpose()?,
         };
         match found {
             Some(m) => {
@@ -324,7 +359,7 @@ impl Recording {
             if all {
                 if let Some(p) = package {
                     tried.add(Tried::TRACE_SCHEMA);
-                    let b = self.index.trace_schema.get(&(t, p, q.schema()));
+                    let b = self.index.trace_schema.get(&(t, p, q.schema()?));
                     if let Some(pick) = self.pick_by_schema(q, b, false) {
                         let prio = if pick.reused { 8 } else { 7 };
                         return Ok(Some(self.found(pick, prio)));
@@ -333,7 +368,7 @@ impl Recording {
                     let b = self
                         .index
                         .trace_reduced_schema
-                        .get(&(t, p, q.reduced_schema()));
+                        .get(&(t, p, q.reduced_schema()?));
                     if let Some(pick) = self.pick_by_schema(q, b, false) {
                         let prio = if pick.reused { 10 } else { 9 };
                         return Ok(Some(self.found(pick, prio)));
@@ -360,7 +395,7 @@ impl Recording {
             return Ok(None);
         }
         tried.add(Tried::SUITE_SCHEMA);
-        let b = self.index.suite_schema.get(&(p, q.schema()));
+        let b = self.index.suite_schema.get(&(p, q.schema()?));
         if let Some(pick) = self.pick_by_schema(q, b, true) {
             return Ok(Some(self.found(pick, 14)));
         }
@@ -368,7 +403,7 @@ impl Recording {
         let b = self
             .index
             .suite_reduced_schema
-            .get(&(p, q.reduced_schema()));
+            .get(&(p, q.reduced_schema()?));
         Ok(self
             .pick_by_schema(q, b, true)
             .map(|pick| self.found(pick, 15)))

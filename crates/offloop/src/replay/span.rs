@@ -63,20 +63,69 @@ pub struct RecordedSpan {
     pub(crate) shape: OnceLock<Shape>,
 }
 
-/// The strings of a span as a loader reads them, before they are packed into a [`SpanText`].
-pub(crate) struct SpanStrings<'a> {
-    pub output_value: &'a str,
-    pub metadata: Option<&'a str>,
-    pub trace_id: &'a str,
-    pub span_id: &'a str,
-    pub name: &'a str,
-    pub package_name: &'a str,
-    pub parent_span_id: &'a str,
-    pub instrumentation_name: &'a str,
-    pub submodule_name: &'a str,
-    pub status_message: &'a str,
-    pub stored_value_hash: &'a str,
-    pub stored_schema_hash: &'a str,
+/// Declares the packed string fields once: [`SpanStrings`] (what a loader hands over), their
+/// order in [`SpanText`]'s buffer (output and metadata first, then as listed) and the
+/// accessors on [`RecordedSpan`].
+macro_rules! span_strings {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// The strings of a span as a loader reads them, before they are packed into a
+        /// [`SpanText`].
+        pub(crate) struct SpanStrings<'a> {
+            pub output_value: &'a str,
+            pub metadata: Option<&'a str>,
+            $( pub $name: &'a str, )*
+        }
+
+        /// Field positions in a [`SpanText`].
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        enum Field {
+            output_value,
+            metadata,
+            $( $name, )*
+        }
+
+        const FIELDS: usize = 2 + [$(Field::$name),*].len();
+
+        impl SpanStrings<'_> {
+            /// The fields in buffer order (`""` for no metadata).
+            fn in_order(&self) -> [&str; FIELDS] {
+                [self.output_value, self.metadata.unwrap_or_default(), $( self.$name, )*]
+            }
+        }
+
+        impl RecordedSpan {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self) -> &str {
+                    self.text.field(Field::$name)
+                }
+            )*
+        }
+    };
+}
+
+span_strings! {
+    /// Trace id.
+    trace_id,
+    /// Span id.
+    span_id,
+    /// Display name (`pg.query`, `/api/users`, …).
+    name,
+    /// `http`, `pg`, …
+    package_name,
+    /// Parent span id (`""` for a root).
+    parent_span_id,
+    /// Instrumentation class name.
+    instrumentation_name,
+    /// `GET`, `query`, …
+    submodule_name,
+    /// Status message.
+    status_message,
+    /// `inputValueHash` as stored in the file (reporting only; may use another algorithm).
+    stored_value_hash,
+    /// `inputSchemaHash` as stored in the file (reporting only).
+    stored_schema_hash,
 }
 
 /// A span's strings packed into one allocation, the ones a mock answer reads first (output,
@@ -87,34 +136,21 @@ pub(crate) struct SpanStrings<'a> {
 #[derive(Debug)]
 pub(crate) struct SpanText {
     buf: Box<str>,
-    /// End offset of each field in `buf`, in [`SpanStrings`] order (metadata's end equals
-    /// the output's when there is none).
-    ends: [u32; 12],
+    /// End offset of each field in `buf`, in [`Field`] order (metadata's end equals the
+    /// output's when there is none).
+    ends: [u32; FIELDS],
     has_metadata: bool,
 }
 
 impl SpanText {
     pub(crate) fn new(s: &SpanStrings<'_>) -> Result<Self, String> {
-        let fields = [
-            s.output_value,
-            s.metadata.unwrap_or_default(),
-            s.trace_id,
-            s.span_id,
-            s.name,
-            s.package_name,
-            s.parent_span_id,
-            s.instrumentation_name,
-            s.submodule_name,
-            s.status_message,
-            s.stored_value_hash,
-            s.stored_schema_hash,
-        ];
+        let fields = s.in_order();
         let total: usize = fields.iter().map(|f| f.len()).sum();
         if u32::try_from(total).is_err() {
             return Err(format!("span of {total} bytes: larger than 4 GiB"));
         }
         let mut buf = String::with_capacity(total);
-        let mut ends = [0u32; 12];
+        let mut ends = [0u32; FIELDS];
         for (end, field) in ends.iter_mut().zip(fields) {
             buf.push_str(field);
             *end = buf.len() as u32;
@@ -126,7 +162,8 @@ impl SpanText {
         })
     }
 
-    fn field(&self, i: usize) -> &str {
+    fn field(&self, f: Field) -> &str {
+        let i = f as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.buf[start..self.ends[i] as usize]
     }
@@ -135,62 +172,14 @@ impl SpanText {
 impl RecordedSpan {
     /// The recorded output value as JSON text (what a mock answers with).
     pub fn output_value(&self) -> &str {
-        self.text.field(0)
+        self.text.field(Field::output_value)
     }
 
     /// The recorded metadata as JSON text.
     pub fn metadata(&self) -> Option<&str> {
-        self.text.has_metadata.then(|| self.text.field(1))
-    }
-
-    /// Trace id.
-    pub fn trace_id(&self) -> &str {
-        self.text.field(2)
-    }
-
-    /// Span id.
-    pub fn span_id(&self) -> &str {
-        self.text.field(3)
-    }
-
-    /// Display name (`pg.query`, `/api/users`, …).
-    pub fn name(&self) -> &str {
-        self.text.field(4)
-    }
-
-    /// `http`, `pg`, …
-    pub fn package_name(&self) -> &str {
-        self.text.field(5)
-    }
-
-    /// Parent span id (`""` for a root).
-    pub fn parent_span_id(&self) -> &str {
-        self.text.field(6)
-    }
-
-    /// Instrumentation class name.
-    pub fn instrumentation_name(&self) -> &str {
-        self.text.field(7)
-    }
-
-    /// `GET`, `query`, …
-    pub fn submodule_name(&self) -> &str {
-        self.text.field(8)
-    }
-
-    /// Status message.
-    pub fn status_message(&self) -> &str {
-        self.text.field(9)
-    }
-
-    /// `inputValueHash` as stored in the file (reporting only; may use another algorithm).
-    pub fn stored_value_hash(&self) -> &str {
-        self.text.field(10)
-    }
-
-    /// `inputSchemaHash` as stored in the file (reporting only).
-    pub fn stored_schema_hash(&self) -> &str {
-        self.text.field(11)
+        self.text
+            .has_metadata
+            .then(|| self.text.field(Field::metadata))
     }
 
     /// The HTTP/GraphQL shape of the input, computed on first use.

@@ -43,15 +43,17 @@ export declare class NativeRecording {
   static open(directory: string, options?: RecordingOptions | undefined | null): Promise<NativeRecording>
   /** Another handle to a recording opened in this process (any worker thread). */
   static fromHandle(handle: number): NativeRecording
+  /** Every level of the cascade, for the shim to name a match by its priority and `reused`. */
+  static matchLevels(): Array<NativeMatchLevel>
   /** The process-wide number of this recording, for `fromHandle` in other workers. */
   handle(): number
   /** The hash levels of the cascade, on the calling thread. Returns the result as JSON. */
-  findMock(traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges?: string | undefined | null, isPreAppStart?: boolean | undefined | null): string
+  findMock(traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges: string | undefined | null, isPreAppStart: boolean): string
   /**
    * The whole cascade (similarity ranking included) on the blocking pool; resolves to the
    * result as JSON.
    */
-  findMockAsync(traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges?: string | undefined | null, isPreAppStart?: boolean | undefined | null): Promise<string>
+  findMockAsync(traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges: string | undefined | null, isPreAppStart: boolean): Promise<string>
   /** Load and match counters. */
   stats(): NativeReplayStats
   /** A recorded span's hashes and origin; `null` when there is no such span. */
@@ -102,6 +104,16 @@ export interface HashResult {
 export interface NativeMatchCount {
   matchType: string
   count: number
+}
+
+/** A level of the cascade, by priority and whether the span was used before. */
+export interface NativeMatchLevel {
+  priority: number
+  reused: boolean
+  matchType: string
+  matchTypeCode: number
+  matchScope: string
+  description: string
 }
 
 /** Options shared by the exporter and the processor (camelCase in JS). */

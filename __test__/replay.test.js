@@ -186,6 +186,10 @@ test('cascade: reduced value hash in findMock, schema levels with similarity onl
   assert.equal(r3.found, true)
   assert.equal(r3.priority, 3)
   assert.equal(r3.matchType, 'INPUT_VALUE_HASH_REDUCED_SCHEMA')
+  assert.equal(r3.matchTypeCode, 2)
+  assert.equal(r3.matchScope, 'TRACE')
+  assert.equal(r3.reused, false)
+  assert.equal(r3.description, 'Unused span by input value hash with reduced schema')
   assert.deepEqual(r3.outputValue, { rows: [{ id: 3 }] })
   // Another text with the same schema: only the schema levels can answer.
   const req = { traceId, packageName: 'pg', inputValue: { text: 'SELECT * FROM users WHERE id = $1 /* 4 + */', values: [4] }, inputSchemaMerges: merges }
@@ -198,6 +202,8 @@ test('cascade: reduced value hash in findMock, schema levels with similarity onl
   assert.equal(r7.matchType, 'INPUT_SCHEMA_HASH')
   assert.deepEqual(r7.outputValue, { rows: [{ id: 4 }] }, 'the most similar text wins')
   assert.ok(r7.similarityScore > 0.9)
+  // A ranked match's wording carries its scores on top of the level's.
+  assert.match(r7.description, /^Unused span by input schema hash \(similarity: \d\.\d\d, next best: \d\.\d\d\)$/)
   // A schema level walked the request's schema, so its hash is reported (as hashPayload has it).
   assert.equal(r7.requestHashes.schemaHash, hashPayload(req.inputValue, { schemaMerges: merges }).schemaHash)
   assert.equal(sync.requestHashes.schemaHash, r7.requestHashes.schemaHash, 'a miss reports the schema hash too')
@@ -314,6 +320,36 @@ test('bad input is refused clearly', async (t) => {
   const r = rec.findMock({ inputValue: {} })
   assert.equal(r.found, false)
   assert.match(r.reason, /no trace id/)
+})
+
+test('string arguments cross whole: non-ASCII, astral and lone-surrogate text; a non-string is named', async (t) => {
+  const dir = tmpDir(t)
+  const traceId = 'cd'.repeat(16)
+  const name = 'requête ✓ 😀 查询'
+  const packageName = 'pg-ünï'
+  const input = { text: 'SELECT \'😀\' AS \"列\" -- é', values: ['\ud83d\ude00', 'ß'.repeat(300)] }
+  fs.writeFileSync(path.join(dir, `x_trace_${traceId}.jsonl`), JSON.stringify({
+    traceId, spanId: '00000000000000a1', name, packageName, inputValue: input, outputValue: { ok: '✓' },
+  }) + '\n')
+  const rec = await Recording.open(dir)
+  const r = rec.findMock({ traceId, packageName, name, submoduleName: 'qüery', inputValue: input })
+  assert.equal(r.found, true, r.reason)
+  assert.equal(r.priority, 1)
+  assert.equal(r.name, name)
+  assert.equal(r.packageName, packageName)
+  assert.deepEqual(r.outputValue, { ok: '✓' })
+  // The same value given as JSON text.
+  assert.equal(rec.findMock({ traceId, name, inputValue: JSON.stringify(input) }).priority, 2)
+  // A lone surrogate in a name cannot be UTF-8: it arrives as U+FFFD (as Buffer.from does).
+  const miss = rec.findMock({ traceId, packageName: 'x\ud800y', name: 'n\udc00', inputValue: {} })
+  assert.equal(miss.found, false)
+  assert.ok(miss.reason.includes('x\ufffdy') && miss.reason.includes('n\ufffd'), miss.reason)
+  // The native method names a wrong argument type (the shim never passes one).
+  const native = rec._native
+  assert.throws(() => native.findMock(42, undefined, undefined, undefined, '{}', undefined, false), /expected a string, got number/)
+  assert.throws(() => native.findMock(undefined, undefined, undefined, undefined, undefined, undefined, false), /expected a string, got undefined/)
+  assert.throws(() => native.findMock(null, {}, null, null, '{}', null, false), /expected a string, got object/)
+  assert.equal(JSON.parse(native.findMock(null, null, null, null, '{}', null, false))[0], 0)
 })
 
 test('result fields: metadata object, null and absent; timestamp; merges given as text or object', async (t) => {

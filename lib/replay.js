@@ -64,12 +64,24 @@ function callNative(fn, native, request) {
   )
 }
 
+// The cascade's levels by `priority * 2 + reused`: their names come from the native side once
+// instead of with every match.
+let levels
+function levelOf(priority, reused) {
+  if (levels === undefined) {
+    levels = []
+    for (const l of binding.NativeRecording.matchLevels()) levels[l.priority * 2 + (l.reused ? 1 : 0)] = l
+  }
+  return levels[priority * 2 + (reused ? 1 : 0)]
+}
+
 // The native result is a positional JSON array (crates/offloop-node/src/replay.rs,
 // result_json): parsing values without keys and building the object here is cheaper than
 // parsing an object.
 function fromNative(text) {
   const a = JSON.parse(text)
   if (a[0] === 0) return { found: false, reason: a[1], requestHashes: { valueHash: a[2], schemaHash: a[3] } }
+  const level = levelOf(a[9], a[10])
   const r = {
     found: true,
     outputValue: a[1],
@@ -77,19 +89,20 @@ function fromNative(text) {
     spanId: a[6],
     name: a[7],
     packageName: a[8],
-    matchType: a[9],
-    matchTypeCode: a[10],
-    matchScope: a[11],
-    priority: a[12],
-    reused: a[13],
-    description: a[14],
-    topCandidates: a[16],
+    matchType: level.matchType,
+    matchTypeCode: level.matchTypeCode,
+    matchScope: level.matchScope,
+    priority: a[9],
+    reused: a[10],
+    // Sent only when it adds to the level's wording (a ranked match's scores).
+    description: a[11] ?? level.description,
+    topCandidates: a[13],
     // The schema hash only when a schema level computed it (see RequestHashes).
-    requestHashes: a[18] === null ? { valueHash: a[17] } : { valueHash: a[17], schemaHash: a[18] },
+    requestHashes: a[15] === null ? { valueHash: a[14] } : { valueHash: a[14], schemaHash: a[15] },
   }
   if (a[2] !== null) r.metadata = a[2][0]
   if (a[3] !== null) r.timestamp = { seconds: a[3], nanos: a[4] }
-  if (a[15] !== null) r.similarityScore = a[15]
+  if (a[12] !== null) r.similarityScore = a[12]
   return r
 }
 

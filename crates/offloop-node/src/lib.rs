@@ -3,6 +3,7 @@
 #![deny(clippy::all)]
 
 mod replay;
+mod text;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -17,8 +17,10 @@ use napi_derive::napi;
 
 use offloop::json::escape::write_json_str;
 use offloop::json::number::write_js_number;
-use offloop::replay::{self, Levels, LoadOptions, MockRequest, Outcome, Recording};
+use offloop::replay::{self, Level, Levels, LoadOptions, MockRequest, Outcome, Recording};
 use offloop::HashAlgorithm;
+
+use crate::text::{OptText, Text};
 
 /// A recording and its registry number.
 struct Registered {
@@ -78,22 +80,22 @@ pub struct RecordingOptions {
 /// (reading a handful of arguments is cheaper than an object's properties).
 #[allow(clippy::too_many_arguments)]
 fn request(
-    trace_id: Option<String>,
-    package_name: Option<String>,
-    name: Option<String>,
-    submodule_name: Option<String>,
-    input_value: String,
-    input_schema_merges: Option<String>,
-    is_pre_app_start: Option<bool>,
+    trace_id: OptText,
+    package_name: OptText,
+    name: OptText,
+    submodule_name: OptText,
+    input_value: Text,
+    input_schema_merges: OptText,
+    is_pre_app_start: bool,
 ) -> MockRequest {
     MockRequest {
-        trace_id,
-        name: name.unwrap_or_default(),
-        package_name: package_name.unwrap_or_default(),
-        submodule_name: submodule_name.unwrap_or_default(),
-        input_value,
-        input_schema_merges,
-        is_pre_app_start: is_pre_app_start.unwrap_or(false),
+        trace_id: trace_id.0,
+        name: name.0.unwrap_or_default(),
+        package_name: package_name.0.unwrap_or_default(),
+        submodule_name: submodule_name.0.unwrap_or_default(),
+        input_value: input_value.0,
+        input_schema_merges: input_schema_merges.0,
+        is_pre_app_start,
         ..MockRequest::default()
     }
 }
@@ -104,8 +106,10 @@ fn request(
 /// than setting a score of properties through N-API one by one, and than an object's keys.
 ///
 /// Found: `[1, outputValue, [metadata]|null, seconds|null, nanos|null, traceId, spanId, name,
-/// packageName, matchType, matchTypeCode, matchScope, priority, reused, description,
-/// similarityScore|null, topCandidates, valueHash, schemaHash|null]`.
+/// packageName, priority, reused, description|null, similarityScore|null, topCandidates,
+/// valueHash, schemaHash|null]`. The level's names (match type, scope, wording) are not sent:
+/// the shim has them from [`match_levels`] by priority and `reused`; `description` is sent
+/// only when it is not the level's own (a ranked match adds its scores).
 /// Not found: `[0, reason, valueHash, schemaHash]`.
 fn result_json(o: &Outcome<'_>) -> String {
     let mut out = Vec::with_capacity(
@@ -152,12 +156,14 @@ fn result_json(o: &Outcome<'_>) -> String {
             string(&mut out, s.span_id());
             string(&mut out, s.name());
             string(&mut out, s.package_name());
-            string(&mut out, m.match_type.name());
-            int(&mut out, m.match_type.code().into());
-            string(&mut out, m.scope.name());
             int(&mut out, m.priority.into());
             out.extend_from_slice(if m.reused { b"true," } else { b"false," });
-            string(&mut out, &m.description);
+            match Level::of(m.priority, m.reused) {
+                Some(level) if level.description == m.description => {
+                    out.extend_from_slice(b"null,")
+                }
+                _ => string(&mut out, &m.description),
+            }
             match m.similarity {
                 Some(score) => write_js_number(&mut out, score),
                 None => out.extend_from_slice(b"null"),
@@ -183,6 +189,17 @@ fn result_json(o: &Outcome<'_>) -> String {
     }
     out.push(b']');
     String::from_utf8(out).expect("recorded values are UTF-8 JSON")
+}
+
+/// A level of the cascade, by priority and whether the span was used before.
+#[napi(object)]
+pub struct NativeMatchLevel {
+    pub priority: u32,
+    pub reused: bool,
+    pub match_type: String,
+    pub match_type_code: u32,
+    pub match_scope: String,
+    pub description: String,
 }
 
 #[napi(object)]
@@ -276,7 +293,7 @@ impl NativeRecording {
     }
 
     /// Another handle to a recording opened in this process (any worker thread).
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn from_handle(handle: u32) -> Result<Self> {
         let weak = registry()
             .lock()
@@ -291,24 +308,42 @@ impl NativeRecording {
         Ok(NativeRecording { inner })
     }
 
+    /// Every level of the cascade, for the shim to name a match by its priority and `reused`.
+    #[napi(catch_unwind)]
+    pub fn match_levels() -> Vec<NativeMatchLevel> {
+        Level::all()
+            .map(|l| NativeMatchLevel {
+                priority: l.priority.into(),
+                reused: l.reused,
+                match_type: l.match_type.name().to_string(),
+                match_type_code: l.match_type.code(),
+                match_scope: l.scope.name().to_string(),
+                description: l.description.to_string(),
+            })
+            .collect()
+    }
+
     /// The process-wide number of this recording, for `fromHandle` in other workers.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn handle(&self) -> u32 {
         self.inner.id
     }
 
     /// The hash levels of the cascade, on the calling thread. Returns the result as JSON.
-    #[napi]
+    #[napi(
+        catch_unwind,
+        ts_args_type = "traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges: string | undefined | null, isPreAppStart: boolean"
+    )]
     #[allow(clippy::too_many_arguments)]
     pub fn find_mock(
         &self,
-        trace_id: Option<String>,
-        package_name: Option<String>,
-        name: Option<String>,
-        submodule_name: Option<String>,
-        input_value: String,
-        input_schema_merges: Option<String>,
-        is_pre_app_start: Option<bool>,
+        trace_id: OptText,
+        package_name: OptText,
+        name: OptText,
+        submodule_name: OptText,
+        input_value: Text,
+        input_schema_merges: OptText,
+        is_pre_app_start: bool,
     ) -> Result<String> {
         let req = request(
             trace_id,
@@ -329,18 +364,22 @@ impl NativeRecording {
 
     /// The whole cascade (similarity ranking included) on the blocking pool; resolves to the
     /// result as JSON.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(
+        ts_return_type = "Promise<string>",
+        catch_unwind,
+        ts_args_type = "traceId: string | undefined | null, packageName: string | undefined | null, name: string | undefined | null, submoduleName: string | undefined | null, inputValue: string, inputSchemaMerges: string | undefined | null, isPreAppStart: boolean"
+    )]
     #[allow(clippy::too_many_arguments)]
     pub fn find_mock_async<'env>(
         &self,
         env: &'env Env,
-        trace_id: Option<String>,
-        package_name: Option<String>,
-        name: Option<String>,
-        submodule_name: Option<String>,
-        input_value: String,
-        input_schema_merges: Option<String>,
-        is_pre_app_start: Option<bool>,
+        trace_id: OptText,
+        package_name: OptText,
+        name: OptText,
+        submodule_name: OptText,
+        input_value: Text,
+        input_schema_merges: OptText,
+        is_pre_app_start: bool,
     ) -> Result<PromiseRaw<'env, String>> {
         let req = request(
             trace_id,
@@ -366,7 +405,7 @@ impl NativeRecording {
     }
 
     /// Load and match counters.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> NativeReplayStats {
         let s = self.inner.recording.stats();
         let matches: u64 = s.matches_by_type.iter().map(|(_, n)| n).sum();
@@ -402,7 +441,7 @@ impl NativeRecording {
     }
 
     /// A recorded span's hashes and origin; `null` when there is no such span.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn describe_span(&self, trace_id: String, span_id: String) -> Option<NativeSpanInfo> {
         let s = self.inner.recording.span(&trace_id, &span_id)?;
         let hex = replay::hashing::to_hex;

@@ -129,6 +129,52 @@ pub struct Outcome<'r> {
     pub request: RequestHashes,
 }
 
+/// A level of the cascade as a match reports it: how and where the span was found, and the
+/// CLI's wording. A binding can map `(priority, reused)` to these names once instead of
+/// carrying them with every match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Level {
+    /// Cascade priority (see the table above).
+    pub priority: u8,
+    /// An already used span was handed out again.
+    pub reused: bool,
+    /// How the span was found.
+    pub match_type: MatchType,
+    /// Where it was found.
+    pub scope: MatchScope,
+    /// The level as the CLI words it ("Suite unused span by input value hash"); a ranked
+    /// match's [`MockMatch::description`] adds the scores to it.
+    pub description: &'static str,
+}
+
+impl Level {
+    /// The level of cascade `priority` for an unused or a reused span; `None` for a priority
+    /// the cascade does not have (0, 11 — Tusk cloud spans, not carried over — and above 15).
+    pub fn of(priority: u8, reused: bool) -> Option<Level> {
+        let match_type = priority_type(priority)?;
+        let scope = match priority {
+            1..=4 | 7..=10 => MatchScope::Trace,
+            _ => MatchScope::Global,
+        };
+        Some(Level {
+            priority,
+            reused,
+            match_type,
+            scope,
+            description: describe(scope, reused, match_type),
+        })
+    }
+
+    /// Every level: each priority of the cascade, unused then reused.
+    pub fn all() -> impl Iterator<Item = Level> {
+        (1..=15u8).flat_map(|p| {
+            [false, true]
+                .into_iter()
+                .filter_map(move |r| Level::of(p, r))
+        })
+    }
+}
+
 /// Priority → match type.
 pub(crate) fn priority_type(p: u8) -> Option<MatchType> {
     Some(match p {
@@ -510,15 +556,11 @@ impl Recording {
     }
 
     fn found(&self, pick: Pick, priority: u8) -> MockMatch<'_> {
-        let match_type = priority_type(priority).expect("cascade priorities have a type");
-        let scope = match priority {
-            1..=4 | 7..=10 => MatchScope::Trace,
-            _ => MatchScope::Global,
-        };
+        let level = Level::of(priority, pick.reused).expect("cascade priorities have a level");
         let description = match pick.similarity {
-            None => Cow::Borrowed(describe(scope, pick.reused, match_type)),
+            None => Cow::Borrowed(level.description),
             Some(s) => {
-                let mut d = describe(scope, pick.reused, match_type).to_string();
+                let mut d = level.description.to_string();
                 d.push_str(&format!(" (similarity: {s:.2}"));
                 if let Some((_, next)) = pick.runners_up.first() {
                     d.push_str(&format!(", next best: {next:.2}"));
@@ -529,8 +571,8 @@ impl Recording {
         };
         MockMatch {
             span: &self.spans[pick.span as usize],
-            match_type,
-            scope,
+            match_type: level.match_type,
+            scope: level.scope,
             priority,
             reused: pick.reused,
             description,
@@ -664,5 +706,44 @@ fn ranked_pick(mut ranked: Vec<(u32, f64)>, pos: usize, reused: bool) -> Pick {
         reused,
         similarity: Some(score),
         runners_up: ranked,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn levels_cover_the_cascade_and_name_each_one() {
+        let all: Vec<Level> = Level::all().collect();
+        // Priorities 1–15 without 11, each unused and reused.
+        assert_eq!(all.len(), 28);
+        for p in [0, 11, 16] {
+            assert!(Level::of(p, false).is_none() && Level::of(p, true).is_none());
+        }
+        let p2 = Level::of(2, true).unwrap();
+        assert_eq!(
+            (p2.match_type, p2.scope, p2.description),
+            (
+                MatchType::InputValueHash,
+                MatchScope::Trace,
+                "Used span by input value hash"
+            )
+        );
+        let p14 = Level::of(14, false).unwrap();
+        assert_eq!(
+            (p14.match_type, p14.scope),
+            (MatchType::InputSchemaHash, MatchScope::Global)
+        );
+        // One wording per (scope, reused, type), and no two of those share one.
+        let mut wording = HashMap::new();
+        for l in &all {
+            assert_eq!(Some(l.match_type), priority_type(l.priority));
+            let prev = wording.insert((l.scope, l.reused, l.match_type), l.description);
+            assert!(prev.is_none() || prev == Some(l.description));
+        }
+        let distinct: std::collections::HashSet<_> = wording.values().collect();
+        assert_eq!(distinct.len(), wording.len());
     }
 }

@@ -45,7 +45,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 pub use loader::{LoadOptions, Skipped};
-pub use matcher::{Candidate, Levels, MockMatch, MockRequest, Outcome, RequestHashes};
+pub use matcher::{Candidate, Level, Levels, MockMatch, MockRequest, Outcome, RequestHashes};
 pub use span::{RecordedSpan, Source, SpanHashes, Time};
 
 use crate::hash::HashAlgorithm;

@@ -192,8 +192,11 @@ async function main() {
     console.log(`  ${'level'.padEnd(42)} ${'p50 µs'.padStart(8)} ${'p95 µs'.padStart(8)} ${'p99 µs'.padStart(8)} ${'max µs'.padStart(8)}  outcome`)
     // The levels take turns, a slice of each per round, so a slow stretch of this (shared,
     // noisy) machine falls on all of them alike rather than on whichever level ran then. In a
-    // round P1 runs before P2, which repeats P1's requests once their spans are used.
-    const ROUNDS = 10
+    // round P1 runs before P2, which repeats P1's requests once their spans are used. Slices
+    // of 100 calls (~0.5 ms): with slices of 1,000 one stall of the machine a few ms long
+    // could slow 2% of a single level's calls and set its p99 alone (seen: P12 p99 19 µs
+    // with p95 5.6 µs, while the other levels' p99 stayed at 5.4–8.3 µs).
+    const ROUNDS = 100
     const timed = suites.map(([, requests]) => ({ ns: new Float64Array(requests.length), levels: new Map() }))
     for (let round = 0; round < ROUNDS; round++) {
       suites.forEach(([, requests], j) => {

@@ -177,6 +177,7 @@ export interface MockRequest {
   /** `pg`, `http`, … (schema levels only consider spans of this package). */
   packageName?: string
   submoduleName?: string
+  /** Accepted for Tusk `MockRequestData` compatibility; matching does not use it. */
   instrumentationName?: string
   /** The input value: a JSON-able value or JSON text, normalized as the instrumentation records it. */
   inputValue: unknown
@@ -184,7 +185,9 @@ export interface MockRequest {
   inputSchemaMerges?: Record<string, unknown> | string | null
   /** Made before the app was ready. Default false. */
   isPreAppStart?: boolean
+  /** Accepted for Tusk `MockRequestData` compatibility; matching does not use it. */
   kind?: number
+  /** Accepted for Tusk `MockRequestData` compatibility; matching does not use it. */
   stackTrace?: string
 }
 

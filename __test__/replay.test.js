@@ -327,7 +327,8 @@ test('string arguments cross whole: non-ASCII, astral and lone-surrogate text; a
   const traceId = 'cd'.repeat(16)
   const name = 'requête ✓ 😀 查询'
   const packageName = 'pg-ünï'
-  const input = { text: 'SELECT \'😀\' AS \"列\" -- é', values: ['\ud83d\ude00', 'ß'.repeat(300)] }
+  // Runs of 3-byte characters: napi's UTF-8 needs the full 3 bytes per UTF-16 unit here.
+  const input = { text: 'SELECT \'😀\' AS \"列\" -- é ' + '查询'.repeat(200), values: ['\ud83d\ude00', 'ß'.repeat(300)] }
   fs.writeFileSync(path.join(dir, `x_trace_${traceId}.jsonl`), JSON.stringify({
     traceId, spanId: '00000000000000a1', name, packageName, inputValue: input, outputValue: { ok: '✓' },
   }) + '\n')
@@ -340,15 +341,24 @@ test('string arguments cross whole: non-ASCII, astral and lone-surrogate text; a
   assert.deepEqual(r.outputValue, { ok: '✓' })
   // The same value given as JSON text.
   assert.equal(rec.findMock({ traceId, name, inputValue: JSON.stringify(input) }).priority, 2)
-  // A lone surrogate in a name cannot be UTF-8: it arrives as U+FFFD (as Buffer.from does).
-  const miss = rec.findMock({ traceId, packageName: 'x\ud800y', name: 'n\udc00', inputValue: {} })
+  // Without a trace id: across traces, the span already used.
+  const global = rec.findMock({ inputValue: input })
+  assert.deepEqual(
+    [global.priority, global.reused, global.matchType, global.matchTypeCode, global.matchScope, global.description],
+    [12, true, 'INPUT_VALUE_HASH', 1, 'GLOBAL', 'Suite used span by input value hash'],
+  )
+  // Lone surrogates cannot be UTF-8: they arrive as U+FFFD (3 bytes each, as Buffer.from
+  // writes them); every request string comes back whole in the miss reason.
+  const odd = { traceId: '查'.repeat(40), packageName: 'x' + '\ud800'.repeat(30) + 'y', name: 'n' + '\udc00'.repeat(30) }
+  const miss = rec.findMock({ ...odd, inputValue: {} })
   assert.equal(miss.found, false)
-  assert.ok(miss.reason.includes('x\ufffdy') && miss.reason.includes('n\ufffd'), miss.reason)
+  for (const v of Object.values(odd)) assert.ok(miss.reason.includes(Buffer.from(v).toString()), `${miss.reason} lacks ${v}`)
   // The native method names a wrong argument type (the shim never passes one).
   const native = rec._native
   assert.throws(() => native.findMock(42, undefined, undefined, undefined, '{}', undefined, false), /expected a string, got number/)
   assert.throws(() => native.findMock(undefined, undefined, undefined, undefined, undefined, undefined, false), /expected a string, got undefined/)
   assert.throws(() => native.findMock(null, {}, null, null, '{}', null, false), /expected a string, got object/)
+  assert.throws(() => native.findMock(1n, null, null, null, '{}', null, false), /expected a string, got bigint/)
   assert.equal(JSON.parse(native.findMock(null, null, null, null, '{}', null, false))[0], 0)
 })
 
@@ -394,5 +404,9 @@ test('result fields: metadata object, null and absent; timestamp; merges given a
   const r3 = rec.findMock({ traceId, packageName: 'pg', inputValue: { text: 'SELECT 2', values: [99] }, inputSchemaMerges: merges })
   assert.equal(r3.found, true)
   assert.equal(r3.priority, 4, 'span 2 was used: the used reduced-hash level')
+  assert.deepEqual(
+    [r3.reused, r3.matchType, r3.matchTypeCode, r3.matchScope, r3.description],
+    [true, 'INPUT_VALUE_HASH_REDUCED_SCHEMA', 2, 'TRACE', 'Used span by input value hash with reduced schema'],
+  )
   assert.throws(() => ask(0, 5), /inputSchemaMerges must be an object or JSON text, got number/)
 })

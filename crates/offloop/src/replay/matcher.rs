@@ -715,35 +715,65 @@ mod tests {
     use std::collections::HashMap;
 
     #[test]
-    fn levels_cover_the_cascade_and_name_each_one() {
+    fn levels_follow_the_cascade_table() {
+        use MatchScope::{Global, Trace};
+        use MatchType::*;
+        // The module docs' table, written out independently of `priority_type`.
+        let table = [
+            (1, InputValueHash, Trace),
+            (2, InputValueHash, Trace),
+            (3, InputValueHashReducedSchema, Trace),
+            (4, InputValueHashReducedSchema, Trace),
+            (5, InputValueHash, Global),
+            (6, InputValueHashReducedSchema, Global),
+            (7, InputSchemaHash, Trace),
+            (8, InputSchemaHash, Trace),
+            (9, InputSchemaHashReducedSchema, Trace),
+            (10, InputSchemaHashReducedSchema, Trace),
+            (12, InputValueHash, Global),
+            (13, InputValueHashReducedSchema, Global),
+            (14, InputSchemaHash, Global),
+            (15, InputSchemaHashReducedSchema, Global),
+        ];
         let all: Vec<Level> = Level::all().collect();
-        // Priorities 1–15 without 11, each unused and reused.
-        assert_eq!(all.len(), 28);
+        assert_eq!(
+            all.len(),
+            2 * table.len(),
+            "each priority, unused and reused"
+        );
         for p in [0, 11, 16] {
             assert!(Level::of(p, false).is_none() && Level::of(p, true).is_none());
         }
-        let p2 = Level::of(2, true).unwrap();
-        assert_eq!(
-            (p2.match_type, p2.scope, p2.description),
-            (
-                MatchType::InputValueHash,
-                MatchScope::Trace,
-                "Used span by input value hash"
-            )
-        );
-        let p14 = Level::of(14, false).unwrap();
-        assert_eq!(
-            (p14.match_type, p14.scope),
-            (MatchType::InputSchemaHash, MatchScope::Global)
-        );
-        // One wording per (scope, reused, type), and no two of those share one.
-        let mut wording = HashMap::new();
-        for l in &all {
-            assert_eq!(Some(l.match_type), priority_type(l.priority));
-            let prev = wording.insert((l.scope, l.reused, l.match_type), l.description);
-            assert!(prev.is_none() || prev == Some(l.description));
+        let mut wordings = HashMap::new();
+        for (p, match_type, scope) in table {
+            for reused in [false, true] {
+                let l = Level::of(p, reused).unwrap();
+                assert_eq!((l.priority, l.reused), (p, reused));
+                assert_eq!((l.match_type, l.scope), (match_type, scope), "priority {p}");
+                let d = l.description;
+                let lead = match (scope, reused) {
+                    (Trace, false) => "Unused span by ",
+                    (Trace, true) => "Used span by ",
+                    (Global, false) => "Suite unused span by ",
+                    (Global, true) => "Suite used span by ",
+                };
+                assert!(d.starts_with(lead), "priority {p}, reused {reused}: {d}");
+                let schema = matches!(match_type, InputSchemaHash | InputSchemaHashReducedSchema);
+                assert_eq!(d.contains("schema hash"), schema, "{d}");
+                let reduced = matches!(
+                    match_type,
+                    InputValueHashReducedSchema | InputSchemaHashReducedSchema
+                );
+                assert_eq!(d.contains("reduced"), reduced, "{d}");
+                wordings
+                    .entry(d)
+                    .or_insert_with(Vec::new)
+                    .push((scope, reused, match_type));
+            }
         }
-        let distinct: std::collections::HashSet<_> = wording.values().collect();
-        assert_eq!(distinct.len(), wording.len());
+        // Levels share a wording only when they have the same scope, reuse and type (P1/P12).
+        for (d, levels) in wordings {
+            assert!(levels.windows(2).all(|w| w[0] == w[1]), "{d}: {levels:?}");
+        }
     }
 }

@@ -483,7 +483,11 @@ impl Recording {
         pre_app_start: Option<bool>,
     ) -> Option<(u32, bool)> {
         let eligible = |i: &u32| pre_app_start.is_none_or(|p| self.pre_app_start(*i) == p);
-        if let Some(i) = bucket.clone().filter(eligible).find(|&i| self.claim(i)) {
+        let claim = |&i: &u32| {
+            self.prefetch(i);
+            self.claim(i)
+        };
+        if let Some(i) = bucket.clone().filter(eligible).find(claim) {
             return Some((i, false));
         }
         let mut bucket = bucket;

@@ -108,8 +108,8 @@ fn request(
 /// Found: `[1, outputValue, [metadata]|null, seconds|null, nanos|null, traceId, spanId, name,
 /// packageName, priority, reused, description|null, similarityScore|null, topCandidates,
 /// valueHash, schemaHash|null]`. The level's names (match type, scope, wording) are not sent:
-/// the shim has them from [`match_levels`] by priority and `reused`; `description` is sent
-/// only when it is not the level's own (a ranked match adds its scores).
+/// the shim has them from [`NativeRecording::match_levels`] by priority and `reused`;
+/// `description` is sent only when it is not the level's own (a ranked match adds its scores).
 /// Not found: `[0, reason, valueHash, schemaHash]`.
 fn result_json(o: &Outcome<'_>) -> String {
     let mut out = Vec::with_capacity(
